@@ -1,0 +1,189 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Parsers and formatters for the kernel's small text formats.
+
+Kept free of I/O so that the modules on the node, the filters on the controller and the planner share them.
+Every parser raises :class:`ParseError` with the offending text, so that a bad policy value reaches the user
+as "cpulist '0-3,x' is not valid: ..." rather than as a ValueError from deep inside.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Iterable, List, Optional, Tuple
+
+
+class ParseError(ValueError):
+    """A kernel-format string could not be parsed."""
+
+
+_CPULIST_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
+MAX_CPUS = 65536  # kernel NR_CPUS upper bound (CONFIG_NR_CPUS <= 8192 on x86; leave headroom)
+
+
+def parse_cpulist(text: Optional[str], what: str = "cpulist") -> List[int]:
+    """``"0-3,8,10-14:2/3"`` -> sorted unique ints. Empty string or None -> ``[]``.
+
+    Supports the kernel's ``a-b:used/group`` stride syntax (lib/bitmap.c, bitmap_parselist).
+    """
+    if text is None:
+        return []
+    if not isinstance(text, str):
+        raise ParseError("%s %r is not valid: expected a string such as '0-3,8'" % (what, text))
+    text = text.strip()
+    if not text:
+        return []
+    cpus = set()
+    for item in text.split(","):
+        item = item.strip()
+        match = _CPULIST_ITEM.match(item)
+        if not match:
+            raise ParseError("%s %r is not valid: %r is not a CPU number or range like '0-3' "
+                             "(valid: comma-separated numbers and ranges, e.g. '0-3,8,10-11')"
+                             % (what, text, item))
+        start = int(match.group(1))
+        end = int(match.group(2)) if match.group(2) is not None else start
+        if end < start:
+            raise ParseError("%s %r is not valid: range %r runs backwards" % (what, text, item))
+        if end >= MAX_CPUS:
+            raise ParseError("%s %r is not valid: CPU %d is beyond the kernel limit of %d CPUs"
+                             % (what, text, end, MAX_CPUS))
+        if match.group(3) is not None:
+            used, group = int(match.group(3)), int(match.group(4))
+            if group == 0 or used == 0 or used > group:
+                raise ParseError("%s %r is not valid: stride %r needs 0 < used <= group" % (what, text, item))
+            for base in range(start, end + 1, group):
+                cpus.update(c for c in range(base, min(base + used, end + 1)))
+        else:
+            cpus.update(range(start, end + 1))
+    return sorted(cpus)
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    """Sorted ints -> the kernel's compressed cpulist (``[0,1,2,3,8]`` -> ``"0-3,8"``)."""
+    values = sorted(set(int(c) for c in cpus))
+    if not values:
+        return ""
+    parts: List[str] = []
+    start = prev = values[0]
+    for cpu in values[1:]:
+        if cpu == prev + 1:
+            prev = cpu
+            continue
+        parts.append(str(start) if start == prev else "%d-%d" % (start, prev))
+        start = prev = cpu
+    parts.append(str(start) if start == prev else "%d-%d" % (start, prev))
+    return ",".join(parts)
+
+
+def parse_cpumask(text: Optional[str], what: str = "cpumask") -> List[int]:
+    """Kernel hex mask (comma-separated 32-bit words, most significant first) -> sorted CPU ids.
+
+    ``"00000000,00000001"`` -> ``[0]``; ``"ff"`` -> ``[0..7]``. Leading ``0x`` is accepted.
+    """
+    if text is None:
+        return []
+    if not isinstance(text, str):
+        raise ParseError("%s %r is not valid: expected hex words such as 'ffff,0000ffff'" % (what, text))
+    text = text.strip()
+    if text.lower().startswith("0x"):
+        text = text[2:]
+    if not text:
+        return []
+    words = text.split(",")
+    cpus: List[int] = []
+    for index, word in enumerate(reversed(words)):
+        word = word.strip()
+        if not word or len(word) > 8 and index < len(words) - 1 or not re.match(r"^[0-9a-fA-F]+$", word):
+            raise ParseError("%s %r is not valid: %r is not a hex word of at most 8 digits "
+                             "(the kernel format is 32-bit hex words separated by commas, e.g. "
+                             "'00000000,0000000f')" % (what, text, word))
+        value = int(word, 16)
+        base = index * 32
+        bit = 0
+        while value:
+            if value & 1:
+                cpus.append(base + bit)
+            value >>= 1
+            bit += 1
+    return sorted(cpus)
+
+
+def format_cpumask(cpus: Iterable[int], nr_cpus: Optional[int] = None) -> str:
+    """CPU ids -> kernel hex mask with 32-bit words (``[0, 33]`` -> ``"00000002,00000001"``).
+
+    ``nr_cpus`` pads the mask to that many CPUs, as /proc/irq/N/smp_affinity does on a real machine.
+    """
+    values = sorted(set(int(c) for c in cpus))
+    if values and values[0] < 0:
+        raise ParseError("cpumask cannot hold negative CPU %d" % values[0])
+    top = max(values[-1] + 1 if values else 1, nr_cpus or 1)
+    nwords = (top + 31) // 32
+    words = [0] * nwords
+    for cpu in values:
+        words[cpu // 32] |= 1 << (cpu % 32)
+    return ",".join("%08x" % w for w in reversed(words))
+
+
+def parse_choice(text: Optional[str]) -> Tuple[Optional[str], List[str]]:
+    """``"[none] mq-deadline kyber"`` -> ``("none", ["none", "mq-deadline", "kyber"])``.
+
+    A file without brackets (a plain-file tree written by ``echo mq-deadline``) is read as its single value
+    being active, so the same comparison is idempotent on real sysfs and on simulated trees.
+    """
+    if text is None:
+        return None, []
+    options: List[str] = []
+    active: Optional[str] = None
+    for token in text.split():
+        if token.startswith("[") and token.endswith("]"):
+            token = token[1:-1]
+            active = token
+        options.append(token)
+    if active is None and len(options) == 1:
+        active = options[0]
+    return active, options
+
+
+def parse_key_value(text: Optional[str], sep: Optional[str] = None) -> Dict[str, str]:
+    """``"key value"`` lines (KFD properties, /proc/meminfo with sep=':') -> dict; later keys win."""
+    result: Dict[str, str] = {}
+    if not text:
+        return result
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if sep is None:
+            key, _, value = line.partition(" ")
+        else:
+            key, _, value = line.partition(sep)
+        result[key.strip()] = value.strip()
+    return result
+
+
+def parse_int(text: Optional[str], default: Optional[int] = None) -> Optional[int]:
+    if text is None:
+        return default
+    text = text.strip()
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        return default
+
+
+_LINK_SPEED = re.compile(r"^\s*([0-9.]+)\s*GT/s")
+_PCIE_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def parse_link_speed(text: Optional[str]) -> Optional[float]:
+    """``"16.0 GT/s PCIe"`` or ``"16 GT/s"`` (kernels <= 5.6) -> 16.0; ``"Unknown"`` -> None."""
+    if not text:
+        return None
+    match = _LINK_SPEED.match(text)
+    return float(match.group(1)) if match else None
+
+
+def pcie_generation(gts: Optional[float]) -> Optional[int]:
+    return _PCIE_GEN.get(gts) if gts is not None else None

@@ -1,0 +1,298 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The one layer that touches node files.
+
+Every read and write of sysfs, procfs and /etc goes through a :class:`Root`. A Root owns a directory
+(``/`` on a real node, a simulated or captured tree in tests) and resolves every path *inside* it, the way
+``openat2(RESOLVE_IN_ROOT)`` would: ``..`` stops at the root and absolute symlinks found inside a captured
+tree are re-anchored at the root instead of escaping to the host's own ``/sys``. That is what makes it safe
+to point discovery at a capture while running as root on a real machine.
+
+OS errors are turned into :class:`NodeFileError` subclasses whose messages say what the kernel meant
+(a managed IRQ, a value out of range, a read-only mount), because a bare ``OSError: [Errno 5]`` teaches
+an operator nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from typing import Dict, Iterator, List, Optional
+
+_MAX_SYMLINKS = 40
+
+
+class NodeFileError(Exception):
+    """A read or write of a node file failed; ``path`` is the path inside the root."""
+
+    def __init__(self, message: str, path: str = "", errno_: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.errno = errno_
+
+
+class PathEscapeError(NodeFileError):
+    """A path tried to leave the root (absolute symlink loops, too many links, bad characters)."""
+
+
+class NotFoundError(NodeFileError):
+    """ENOENT: the file does not exist on this node (often normal: a VM has no GPU)."""
+
+
+class ManagedIRQError(NodeFileError):
+    """EIO/EPERM on /proc/irq/N/smp_affinity*: the kernel manages this IRQ and will not move it."""
+
+
+class InvalidValueError(NodeFileError):
+    """EINVAL/ERANGE/ENOSPC: the kernel refused the value."""
+
+
+class BusyError(NodeFileError):
+    """EBUSY: the setting is locked by another one (e.g. EPP under the performance governor)."""
+
+
+class ReadOnlyError(NodeFileError):
+    """EROFS/EACCES/EPERM: the file system or the file is read-only."""
+
+
+class RootError(NodeFileError):
+    """The root itself is unusable (missing, not a directory)."""
+
+
+def _classify(exc: OSError, rel: str, action: str, value: Optional[str] = None) -> NodeFileError:
+    code = exc.errno
+    what = "%s %s" % (action, rel)
+    if value is not None:
+        what = "%s %r to %s" % (action, value, rel)
+    is_irq = rel.startswith("proc/irq/") and "affinity" in rel
+    if is_irq and code in (errno.EIO, errno.EPERM, errno.EACCES):
+        return ManagedIRQError(
+            "%s failed: the kernel manages this IRQ (%s); its affinity cannot be set from user space, "
+            "only observed" % (what, os.strerror(code or 0)), rel, code)
+    if code == errno.ENOENT:
+        return NotFoundError("%s failed: no such file on this node" % what, rel, code)
+    if code in (errno.EINVAL, errno.ERANGE, errno.ENOSPC, errno.EOVERFLOW):
+        return InvalidValueError("%s failed: the kernel rejected the value (%s)" % (what, os.strerror(code)),
+                                 rel, code)
+    if code == errno.EBUSY:
+        return BusyError("%s failed: the setting is busy or locked by another setting (%s)"
+                         % (what, os.strerror(code)), rel, code)
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return ReadOnlyError("%s failed: read-only (%s)" % (what, os.strerror(code)), rel, code)
+    return NodeFileError("%s failed: %s" % (what, os.strerror(code or 0) if code else exc), rel, code)
+
+
+class Root(object):
+    """A node's file system seen from ``path`` (default ``/``).
+
+    Paths given to the methods are relative to the root (a leading ``/`` is allowed and ignored), so
+    ``Root('/tmp/node').read('sys/devices/system/cpu/online')`` reads ``/tmp/node/sys/...``.
+    """
+
+    def __init__(self, path: str = "/") -> None:
+        if not isinstance(path, str) or not path:
+            raise RootError("nodetune_root must be a non-empty path, got %r" % (path,))
+        if "\x00" in path:
+            raise RootError("nodetune_root %r contains a NUL byte" % (path,))
+        real = os.path.realpath(path)
+        if not os.path.isdir(real):
+            raise RootError("nodetune_root %r does not exist or is not a directory" % (path,), path)
+        self.path = real
+        self.is_host = real == "/"
+        # Resolved directories (relative components -> relative real path); sysfs walks reuse prefixes a lot.
+        self._dir_cache: Dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return "Root(%r)" % self.path
+
+    # ---------------------------------------------------------------- path resolution
+    @staticmethod
+    def _parts(rel: str) -> List[str]:
+        if "\x00" in rel:
+            raise PathEscapeError("path %r contains a NUL byte" % (rel,), rel)
+        return [p for p in rel.split("/") if p and p != "."]
+
+    def _resolve(self, rel: str, follow_last: bool = True) -> str:
+        """Return the real relative path (no leading slash) of ``rel`` with every link resolved inside root."""
+        parts = self._parts(rel)
+        if self.is_host:
+            # On a real node the root is '/', so ordinary resolution cannot escape anything.
+            joined = "/" + "/".join(parts)
+            if follow_last or not parts:
+                return os.path.realpath(joined).lstrip("/")
+            parent = os.path.realpath(os.path.dirname(joined))
+            return os.path.join(parent, os.path.basename(joined)).lstrip("/")
+        resolved: List[str] = []
+        hops = 0
+        pending = list(reversed(parts))
+        while pending:
+            part = pending.pop()
+            if part == "..":
+                if resolved:
+                    resolved.pop()
+                continue
+            if part == ".":
+                continue
+            candidate = resolved + [part]
+            key = "/".join(candidate)
+            cached = self._dir_cache.get(key)
+            if cached is not None:
+                resolved = cached.split("/") if cached else []
+                continue
+            if not pending and not follow_last:
+                resolved = candidate
+                break
+            full = os.path.join(self.path, key)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                # Missing component: keep the lexical path, the caller gets ENOENT from the real call.
+                resolved = candidate
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                hops += 1
+                if hops > _MAX_SYMLINKS:
+                    raise PathEscapeError("too many levels of symbolic links resolving %r inside %s"
+                                          % (rel, self.path), rel, errno.ELOOP)
+                target = os.readlink(full)
+                if target.startswith("/"):
+                    resolved = []
+                pending.extend(reversed(self._parts(target)))
+                continue
+            resolved = candidate
+            if pending and stat.S_ISDIR(st.st_mode):
+                self._dir_cache[key] = "/".join(resolved)
+        return "/".join(resolved)
+
+    def real(self, rel: str) -> str:
+        """Absolute host path of ``rel``, guaranteed inside the root."""
+        inner = self._resolve(rel)
+        return os.path.join(self.path, inner) if inner else self.path
+
+    def inner(self, rel: str) -> str:
+        """``rel`` with links resolved, as a path relative to the root (for reporting and link targets)."""
+        return self._resolve(rel)
+
+    # ---------------------------------------------------------------- reads
+    def exists(self, rel: str) -> bool:
+        return os.path.exists(self.real(rel))
+
+    def isdir(self, rel: str) -> bool:
+        return os.path.isdir(self.real(rel))
+
+    def listdir(self, rel: str) -> List[str]:
+        """Sorted entries of a directory; an absent directory is an empty list (absence is normal)."""
+        try:
+            return sorted(os.listdir(self.real(rel)))
+        except OSError:
+            return []
+
+    def read(self, rel: str, default: Optional[str] = None, strip: bool = True) -> Optional[str]:
+        """Text of a file, or ``default`` where it does not exist or cannot be read.
+
+        sysfs attributes that exist but fail to read (EIO on some PCI attributes, EINVAL on write-only
+        files) are treated like absent ones: discovery reports what it could see and never crashes.
+        """
+        try:
+            with open(self.real(rel), "r", encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        except (OSError, ValueError):
+            return default
+        return text.strip() if strip else text
+
+    def read_strict(self, rel: str) -> str:
+        """Text of a file; raises a typed :class:`NodeFileError` when it cannot be read."""
+        try:
+            with open(self.real(rel), "r", encoding="utf-8", errors="replace") as handle:
+                return handle.read().strip()
+        except OSError as exc:
+            raise _classify(exc, rel.lstrip("/"), "reading")
+
+    def read_int(self, rel: str, default: Optional[int] = None) -> Optional[int]:
+        text = self.read(rel)
+        if text is None:
+            return default
+        try:
+            return int(text, 0) if text.lower().startswith("0x") else int(text)
+        except ValueError:
+            return default
+
+    def readlink_name(self, rel: str) -> Optional[str]:
+        """Basename of a symlink's target (``device/driver`` -> ``mlx5_core``), or None."""
+        try:
+            return os.path.basename(os.readlink(os.path.join(self.path, self._resolve(rel, follow_last=False))))
+        except OSError:
+            return None
+
+    def mode(self, rel: str) -> Optional[int]:
+        try:
+            return stat.S_IMODE(os.stat(self.real(rel)).st_mode)
+        except OSError:
+            return None
+
+    def walk_files(self, rel: str) -> Iterator[str]:
+        """Relative paths of regular files below ``rel`` (links not followed), sorted."""
+        base = self.real(rel)
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames.sort()
+            for name in sorted(filenames):
+                full = os.path.join(dirpath, name)
+                yield os.path.relpath(full, self.path)
+
+    # ---------------------------------------------------------------- writes
+    def write(self, rel: str, value: str) -> None:
+        """Write a value to a kernel attribute (sysfs/procfs), as ``echo value > file`` would.
+
+        Files without any write permission bit are refused up front: on kernels >= 6.12 managed IRQ
+        affinity files are mode 0444, and root would otherwise bypass the bits on a plain-file tree.
+        """
+        target = self.real(rel)
+        clean = rel.lstrip("/")
+        try:
+            st = os.stat(target)
+        except OSError as exc:
+            raise _classify(exc, clean, "writing", value)
+        if stat.S_ISREG(st.st_mode) and not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+            raise _classify(OSError(errno.EPERM, "read-only attribute"), clean, "writing", value)
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_TRUNC)
+            try:
+                os.write(fd, value.encode("utf-8"))
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise _classify(exc, clean, "writing", value)
+
+    def write_file(self, rel: str, content: str, mode: int = 0o644) -> None:
+        """Atomically create or replace a regular file (config files under /etc, the journal)."""
+        target = self.real(rel)
+        clean = rel.lstrip("/")
+        directory = os.path.dirname(target)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".nodetune-", dir=directory)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(content)
+                os.chmod(tmp, mode)
+                os.replace(tmp, target)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
+        except OSError as exc:
+            raise _classify(exc, clean, "writing")
+
+    def remove(self, rel: str) -> bool:
+        """Remove a regular file; returns False where it did not exist."""
+        target = self.real(rel)
+        try:
+            os.unlink(target)
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise _classify(exc, rel.lstrip("/"), "removing")

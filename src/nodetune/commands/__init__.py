@@ -1,0 +1,1 @@
+"""Sub-commands of the nodetune CLI, one module each."""
