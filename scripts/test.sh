@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The whole nodetune test suite: setup (as scripts/bootstrap.sh, without running site.yml), then the quality
+# gates and the tests, each under its own header, with a timing summary at the end.
+#
+#   scripts/test.sh                  # everything: ruff, ansible-lint, sanity, pytest, molecule
+#   scripts/test.sh pytest -- -k cpulist   # only some stages; arguments after -- go to pytest
+#
+# Stages: ruff, ansible-lint, sanity (ansible-test inside the collection), pytest, molecule (only when
+# molecule/*/molecule.yml exists). Every selected stage runs even after a failure; the exit code is 0 only
+# when all of them passed.
+set -uo pipefail
+
+# shellcheck source=scripts/lib/setup.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/setup.sh"
+
+ALL_STAGES=(ruff ansible-lint sanity pytest molecule)
+COLLECTION_DIR="collection/ansible_collections/nodetune/instinct"
+
+stages=()
+pytest_args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --) shift; pytest_args=("$@"); break ;;
+        -h | --help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        ruff | ansible-lint | sanity | pytest | molecule) stages+=("$1") ;;
+        *) nt_die "unknown stage '$1'; valid stages: ${ALL_STAGES[*]}" ;;
+    esac
+    shift
+done
+[ "${#stages[@]}" -eq 0 ] && stages=("${ALL_STAGES[@]}")
+
+set -e
+nt_setup
+set +e
+cd "$NODETUNE_REPO" || exit 1
+
+results=()       # "stage|status|seconds"
+failed=0
+pytest_line=""
+
+stage_ruff() {
+    ruff --version && ruff check .
+}
+
+stage_ansible_lint() {
+    # Config (production profile, offline, excluded paths) lives in .ansible-lint.
+    ansible-lint --version | head -n 1 && ansible-lint
+}
+
+stage_sanity() {
+    local standin
+    standin="$(python scripts/lib/ansible_test_get_pip.py 3.11)" || return 1
+    echo "pip bootstrap stand-in for ansible-test --venv: $standin"
+    (cd "$COLLECTION_DIR" && ansible-test sanity --venv --python 3.11 --color no)
+}
+
+# True when the repository holds test files that pytest should have collected.
+have_test_files() {
+    [ -n "$(find tests -type f \( -name 'test_*.py' -o -name '*_test.py' \) -print -quit 2>/dev/null)" ]
+}
+
+stage_pytest() {
+    local junit rc counts
+    junit="$(mktemp --suffix=.xml)"
+    python -m pytest --junitxml="$junit" "${pytest_args[@]}"
+    rc=$?
+    if [ -s "$junit" ]; then
+        counts="$(python - "$junit" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+
+root = ET.parse(sys.argv[1]).getroot()
+suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+total = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+failed = total["failures"] + total["errors"]
+print(f"pytest: {total['tests'] - failed - total['skipped']} passed, {failed} failed, {total['skipped']} skipped")
+PY
+)"
+        pytest_line="$counts"
+    fi
+    rm -f "$junit"
+    if [ "$rc" -eq 5 ]; then
+        # pytest's "no tests collected": fine only while the project has no test files at all.
+        if have_test_files; then
+            echo "pytest collected no tests although test files exist under tests/: treating as a failure"
+            return 5
+        fi
+        echo "pytest: no test files exist yet under tests/: nothing to run"
+        return 0
+    fi
+    return "$rc"
+}
+
+stage_molecule() {
+    local scenarios
+    scenarios="$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml 2>/dev/null | sort)"
+    if [ -z "$scenarios" ]; then
+        echo "no molecule/*/molecule.yml: no scenarios yet, skipped"
+        return 0
+    fi
+    echo "scenarios:" $(dirname $scenarios | xargs -n1 basename)
+    molecule --version | head -n 1
+    molecule test --all
+}
+
+for stage in "${stages[@]}"; do
+    nt_section "$stage"
+    start=$SECONDS
+    "stage_${stage//-/_}"
+    rc=$?
+    elapsed=$((SECONDS - start))
+    if [ "$rc" -eq 0 ]; then
+        results+=("$stage|passed|$elapsed")
+    else
+        results+=("$stage|FAILED (exit $rc)|$elapsed")
+        failed=$((failed + 1))
+    fi
+    echo "---- $stage: $([ "$rc" -eq 0 ] && echo passed || echo "FAILED (exit $rc)") in ${elapsed} s"
+done
+
+nt_section "summary"
+for result in "${results[@]}"; do
+    IFS='|' read -r stage status elapsed <<<"$result"
+    printf '  %-14s %-18s %5s s\n' "$stage" "$status" "$elapsed"
+done
+printf '  %-14s %-18s %5s s\n' "total" "" "$((SECONDS - _nt_t0))"
+if [ "$failed" -eq 0 ]; then
+    echo "nodetune test suite: all ${#results[@]} stages passed"
+else
+    echo "nodetune test suite: $failed of ${#results[@]} stages FAILED"
+fi
+[ -n "$pytest_line" ] && echo "$pytest_line"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,112 @@
+"""The project's setup and CI wiring: what a new user and CI rely on before any feature code runs.
+
+These catch the quiet breakages: a README whose commands no longer exist, a CI script that runs something other
+than what the README promises, an ansible.cfg key Ansible silently ignores, an ansible-test config that no longer
+parses, and version pins that drift apart between pyproject.toml and the collection.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+COLLECTION = REPO / "collection" / "ansible_collections" / "nodetune" / "instinct"
+SCRIPTS = ("scripts/bootstrap.sh", "scripts/test.sh", "scripts/lib/setup.sh", ".ci/run")
+
+
+def readme_quick_start_commands() -> list[str]:
+    """The commands in the fenced code blocks of the README's "Quick start" section."""
+    text = (REPO / "README.md").read_text()
+    match = re.search(r"^## Quick start\n(.*?)^## ", text, flags=re.S | re.M)
+    assert match, "README.md has no '## Quick start' section followed by another section"
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", match.group(1), flags=re.S | re.M)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_readme_quick_start_has_exactly_setup_and_test_commands():
+    commands = readme_quick_start_commands()
+    assert commands == ["scripts/bootstrap.sh", "scripts/test.sh"], commands
+    for command in commands:
+        script = REPO / command
+        assert script.is_file(), f"README names {command}, which does not exist"
+        assert os.access(script, os.X_OK), f"{command} is not executable (git mode 100755)"
+
+
+def test_ci_runs_the_readme_test_command():
+    test_command = readme_quick_start_commands()[-1]
+    ci = (REPO / ".ci" / "run").read_text()
+    runs = [line for line in ci.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert any(re.search(rf"(^|\s){re.escape(test_command)}(\s|$)", line) for line in runs), runs
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_shell_scripts_parse(script):
+    result = subprocess.run(["bash", "-n", str(REPO / script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_ansible_cfg_paths_are_the_ones_ansible_reads():
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "ansible.cfg")
+    defaults = cfg["defaults"]
+    # The plural key is silently ignored by ansible-core: only the singular one works.
+    assert "collections_paths" not in defaults
+    collections = (REPO / defaults["collections_path"]).resolve()
+    assert (collections / "ansible_collections" / "nodetune" / "instinct" / "galaxy.yml").is_file()
+    assert (REPO / defaults["roles_path"]).resolve() == REPO / "roles"
+    # The safe default: the simulated lab, never a real fleet.
+    assert Path(defaults["inventory"]).parts[-2:] == ("lab", "hosts.yml")
+
+
+def test_ansible_test_config_declares_node_python_versions():
+    content_config = pytest.importorskip("ansible_test._internal.content_config")
+    data = yaml.safe_load((COLLECTION / "tests" / "config.yml").read_text())
+    config = content_config.parse_content_config(data)
+    versions = config.modules.python_versions
+    assert "3.8" not in versions
+    assert {"3.9", "3.11"} <= set(versions)
+
+
+def test_pip_standin_has_the_name_ansible_test_looks_for(tmp_path):
+    requirements = pytest.importorskip("ansible_test._internal.python_requirements")
+    pip_version = requirements.get_venv_packages(type("Python", (), {"version": "3.11"})())["pip"]
+    env = dict(os.environ, HOME=str(tmp_path))
+    script = REPO / "scripts" / "lib" / "ansible_test_get_pip.py"
+
+    first = subprocess.run([sys.executable, str(script), "3.11"], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    path = Path(first.stdout.strip())
+    assert path == tmp_path / ".ansible" / "test" / "cache" / f"get_pip_{pip_version.replace('.', '_')}.py"
+    compile(path.read_text(), str(path), "exec")
+
+    # Idempotent: a second run leaves the file alone.
+    mtime = path.stat().st_mtime_ns
+    second = subprocess.run([sys.executable, str(script), "3.11"], env=env, capture_output=True, text=True)
+    assert second.returncode == 0 and path.stat().st_mtime_ns == mtime
+
+
+def test_ansible_test_still_reads_the_standin_path():
+    """If ansible-test renames its cache file, the stand-in silently stops working: notice it here."""
+    spec = pytest.importorskip("ansible_test")
+    setup = Path(spec.__file__).parent / "_util" / "target" / "setup" / "requirements.py"
+    assert "~/.ansible/test/cache/get_pip_%s.py" in setup.read_text()
+
+
+def test_versions_agree_between_package_and_collection():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    galaxy = yaml.safe_load((COLLECTION / "galaxy.yml").read_text())
+    runtime = yaml.safe_load((COLLECTION / "meta" / "runtime.yml").read_text())
+    assert galaxy["version"] == project["version"]
+    core_pin = next(dep for dep in project["dependencies"] if dep.startswith("ansible-core"))
+    minimum = re.search(r">=\s*([\d.]+)", core_pin).group(1)
+    assert runtime["requires_ansible"] == f">={minimum}", (runtime["requires_ansible"], core_pin)
+    assert project["requires-python"].startswith(">=3.11")
