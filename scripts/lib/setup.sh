@@ -90,7 +90,8 @@ nt_find_python() {
     fi
     for candidate in python3.11 python3; do
         if command -v "$candidate" >/dev/null 2>&1 && _nt_is_py311 "$candidate"; then
-            command -v "$candidate"
+            # The interpreter itself, not a wrapper such as a pyenv shim.
+            "$candidate" -c 'import sys; print(sys.executable)'
             return 0
         fi
     done
@@ -124,7 +125,7 @@ nt_venv() {
         nt_info "python packages: up to date (pyproject.toml unchanged since the last install)"
     else
         nt_info "installing nodetune and its test tools into the venv (pip install -e '.[test]')"
-        "$NODETUNE_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$NODETUNE_REPO[test]"
+        "$NODETUNE_VENV/bin/python" -m pip install -qq --disable-pip-version-check -e "$NODETUNE_REPO[test]"
         "$NODETUNE_VENV/bin/python" -m pip check >/dev/null || nt_die "pip check failed: $("$NODETUNE_VENV/bin/python" -m pip check)"
         printf '%s\n' "$want" >"$stamp"
     fi
