@@ -20,9 +20,21 @@ import errno
 import os
 import stat
 import tempfile
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterable, Iterator, List, Optional
 
 _MAX_SYMLINKS = 40
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _read_fd(fd: int) -> Optional[str]:
+    """All text of an open file descriptor, stripped (sysfs files are small, procfs ones may not be)."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace").strip()
 
 
 class NodeFileError(Exception):
@@ -102,8 +114,14 @@ class Root(object):
             raise RootError("nodetune_root %r does not exist or is not a directory" % (path,), path)
         self.path = real
         self.is_host = real == "/"
+        # A simulated node (simnode.py) answers writes like a kernel would (simkernel.py).
+        self.simulated = not self.is_host and os.path.isfile(os.path.join(real, ".nodetune-simnode.json"))
         # Resolved directories (relative components -> relative real path); sysfs walks reuse prefixes a lot.
         self._dir_cache: Dict[str, str] = {}
+        # Directories as callers name them (lexical, may contain links) -> resolved inner path. Filled by
+        # _dir() and, for free, by listdir() from the d_type of each entry, so that a walk over thousands of
+        # /proc/irq/N or cpuN directories resolves nothing link by link.
+        self._resolved_dirs: Dict[str, str] = {}
 
     def __repr__(self) -> str:
         return "Root(%r)" % self.path
@@ -183,12 +201,41 @@ class Root(object):
     def isdir(self, rel: str) -> bool:
         return os.path.isdir(self.real(rel))
 
+    def _dir(self, rel: str) -> str:
+        """Resolved inner path of a directory, memoised (directories do not move while a Root lives)."""
+        key = rel.strip("/")
+        hit = self._resolved_dirs.get(key)
+        if hit is not None:
+            return hit
+        inner = self._resolve(key)
+        if os.path.isdir(os.path.join(self.path, inner)):
+            self._resolved_dirs[key] = inner
+            self._resolved_dirs.setdefault(inner, inner)
+        return inner
+
     def listdir(self, rel: str) -> List[str]:
-        """Sorted entries of a directory; an absent directory is an empty list (absence is normal)."""
+        """Sorted entries of a directory; an absent directory is an empty list (absence is normal).
+
+        Plain subdirectories (not links) are remembered as resolved, so reading inside them later costs
+        no path resolution at all.
+        """
+        key = rel.strip("/")
+        inner = self._dir(key)
+        names: List[str] = []
         try:
-            return sorted(os.listdir(self.real(rel)))
+            with os.scandir(os.path.join(self.path, inner) if inner else self.path) as entries:
+                for entry in entries:
+                    names.append(entry.name)
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            child = inner + "/" + entry.name if inner else entry.name
+                            self._resolved_dirs[key + "/" + entry.name if key else entry.name] = child
+                    except OSError:
+                        continue
         except OSError:
             return []
+        names.sort()
+        return names
 
     def read(self, rel: str, default: Optional[str] = None, strip: bool = True) -> Optional[str]:
         """Text of a file, or ``default`` where it does not exist or cannot be read.
@@ -203,13 +250,56 @@ class Root(object):
             return default
         return text.strip() if strip else text
 
+    def read_attrs(self, rel_dir: str, names: Iterable[str], modes: Optional[Dict[str, Optional[int]]] = None,
+                   mode_names: Optional[Iterable[str]] = None) -> Dict[str, Optional[str]]:
+        """Several attribute files of one directory: ``{name: text or None}``, stripped.
+
+        Discovery reads thousands of small files (``proc/irq/N/*``, PCI attributes); resolving every
+        full path link by link would dominate its run time. The directory is resolved inside the root
+        once, then each plain file is opened with ``O_NOFOLLOW`` straight under it: a name that turns
+        out to be a symlink falls back to the full in-root resolution, so nothing can escape.
+        ``modes``, when given, receives the permission bits of the files named in ``mode_names`` (all
+        of them by default) from ``fstat`` of the same open, so managed-IRQ detection costs no path
+        lookup; ``None`` where the file is absent.
+        """
+        inner_dir = self._dir(rel_dir)
+        base = os.path.join(self.path, inner_dir) if inner_dir else self.path
+        found: Dict[str, Optional[str]] = {}
+        want = None if modes is None else set(mode_names) if mode_names is not None else None
+        prefix = base.rstrip("/") + "/"
+        for name in names:
+            text: Optional[str] = None
+            file_mode: Optional[int] = None
+            with_mode = modes is not None and (want is None or name in want)
+            try:
+                fd = os.open(prefix + name, _READ_FLAGS)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    inner = rel_dir.rstrip("/") + "/" + name
+                    text = self.read(inner)
+                    if with_mode:
+                        file_mode = self.mode(inner)
+            else:
+                try:
+                    if with_mode:
+                        file_mode = stat.S_IMODE(os.fstat(fd).st_mode)
+                    text = _read_fd(fd)
+                except OSError:
+                    text = None
+                finally:
+                    os.close(fd)
+            found[name] = text
+            if with_mode and modes is not None:
+                modes[name] = file_mode
+        return found
+
     def read_strict(self, rel: str) -> str:
         """Text of a file; raises a typed :class:`NodeFileError` when it cannot be read."""
         try:
             with open(self.real(rel), "r", encoding="utf-8", errors="replace") as handle:
                 return handle.read().strip()
         except OSError as exc:
-            raise _classify(exc, rel.lstrip("/"), "reading")
+            raise _classify(exc, rel.lstrip("/"), "reading") from None
 
     def read_int(self, rel: str, default: Optional[int] = None) -> Optional[int]:
         text = self.read(rel)
@@ -254,9 +344,17 @@ class Root(object):
         try:
             st = os.stat(target)
         except OSError as exc:
-            raise _classify(exc, clean, "writing", value)
+            raise _classify(exc, clean, "writing", value) from None
         if stat.S_ISREG(st.st_mode) and not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
-            raise _classify(OSError(errno.EPERM, "read-only attribute"), clean, "writing", value)
+            raise _classify(OSError(errno.EPERM, "read-only attribute"), clean, "writing", value) from None
+        if self.simulated:
+            from ansible_collections.nodetune.instinct.plugins.module_utils import simkernel
+
+            try:
+                simkernel.write(self, clean, value)
+            except OSError as exc:
+                raise _classify(exc, clean, "writing", value) from None
+            return
         try:
             fd = os.open(target, os.O_WRONLY | os.O_TRUNC)
             try:
@@ -264,7 +362,7 @@ class Root(object):
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise _classify(exc, clean, "writing", value)
+            raise _classify(exc, clean, "writing", value) from None
 
     def write_file(self, rel: str, content: str, mode: int = 0o644) -> None:
         """Atomically create or replace a regular file (config files under /etc, the journal)."""
@@ -284,7 +382,7 @@ class Root(object):
                     os.unlink(tmp)
                 raise
         except OSError as exc:
-            raise _classify(exc, clean, "writing")
+            raise _classify(exc, clean, "writing") from None
 
     def remove(self, rel: str) -> bool:
         """Remove a regular file; returns False where it did not exist."""
@@ -295,4 +393,4 @@ class Root(object):
         except FileNotFoundError:
             return False
         except OSError as exc:
-            raise _classify(exc, rel.lstrip("/"), "removing")
+            raise _classify(exc, rel.lstrip("/"), "removing") from None

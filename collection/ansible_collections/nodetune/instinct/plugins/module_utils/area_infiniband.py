@@ -1,0 +1,134 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The InfiniBand area: IPoIB MTU by mode, socket buffer caps, neighbour table thresholds.
+
+IPoIB in datagram mode carries at most the IB link MTU minus the 4-byte IPoIB header: 4092 with a 4K IB MTU,
+2044 with 2K. The article's ``ifconfig ib0 mtu 4096`` fails with EINVAL, so 4096 is refused with the reason.
+Connected mode allows up to 65520 but ConnectX-4 and later run Enhanced IPoIB, which is datagram only.
+``net.core.rmem_max``/``wmem_max`` only cap SO_RCVBUF/SO_SNDBUF; TCP autotuning is bounded by tcp_rmem/tcp_wmem.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
+    Context,
+    describe,
+    unknown_keys,
+    want_bool,
+    want_int,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.area_sysctl import sysctl_setting
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import INT, Setting
+
+AREA = "infiniband"
+VARIABLES = (
+    "nodetune_ipoib_mtu",
+    "nodetune_ipoib_mtu_change_allowed",
+    "nodetune_ib_link_mtu",
+    "nodetune_net_core_rmem_max",
+    "nodetune_net_core_wmem_max",
+    "nodetune_neigh_gc_thresh1",
+    "nodetune_neigh_gc_thresh2",
+    "nodetune_neigh_gc_thresh3",
+)
+IB_MTUS = (256, 512, 1024, 2048, 4096)
+IPOIB_HEADER = 4
+CONNECTED_MAX = 65520
+
+
+def ipoib_max(mode: Optional[str], link_mtu: int) -> int:
+    return CONNECTED_MAX if mode == "connected" else link_mtu - IPOIB_HEADER
+
+
+def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
+    unknown_keys(ctx, config, VARIABLES, AREA)
+    settings = _mtu(ctx, config)
+    settings += _sysctls(ctx, config)
+    return settings
+
+
+def _mtu(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
+    wanted = config.get("nodetune_ipoib_mtu")
+    if wanted is None:
+        return []
+    link_mtu = want_int(ctx, config, "nodetune_ib_link_mtu") or 4096
+    if link_mtu not in IB_MTUS:
+        ctx.error("nodetune_ib_link_mtu=%s is not an InfiniBand MTU (valid: %s)"
+                  % (describe(config.get("nodetune_ib_link_mtu")), ", ".join(str(m) for m in IB_MTUS)))
+        return []
+    allowed = want_bool(ctx, config, "nodetune_ipoib_mtu_change_allowed", False)
+    ipoib = [n for n in ctx.topology.get("nics", []) if n.get("type") == "infiniband"]
+    if not ipoib:
+        ctx.notes.append("infiniband: no IPoIB interface on this node; nodetune_ipoib_mtu not applicable")
+        return []
+    settings = []
+    for nic in ipoib:
+        mode = nic.get("ipoib_mode") or "datagram"
+        limit = ipoib_max(mode, link_mtu)
+        if wanted == "max":
+            value = limit
+        else:
+            if isinstance(wanted, bool):
+                wanted = "bad"
+            try:
+                value = int(str(wanted))
+            except ValueError:
+                ctx.error("nodetune_ipoib_mtu=%s is not valid: expected an integer or 'max'" % describe(wanted))
+                return []
+            if value > limit:
+                if mode == "datagram":
+                    ctx.error("nodetune_ipoib_mtu=%d is not possible on %s: IPoIB datagram mode carries at most the "
+                              "IB link MTU minus the 4-byte IPoIB header, %d with a %d-byte IB MTU (the article's "
+                              "'ifconfig %s mtu 4096' fails with EINVAL). Use %d or 'max'%s"
+                              % (value, nic["name"], limit, link_mtu, nic["name"], limit,
+                                 "; connected mode (up to 65520) is not available on ConnectX-4 and later, which use "
+                                 "Enhanced IPoIB" if nic.get("driver") == "mlx5_core" or
+                                 (nic.get("ib_device") or "").startswith("mlx5") else ""))
+                else:
+                    ctx.error("nodetune_ipoib_mtu=%d is above the connected-mode maximum of %d on %s"
+                              % (value, limit, nic["name"]))
+                continue
+            if value < 1280:
+                ctx.error("nodetune_ipoib_mtu=%d is too small for %s (IPv6 needs 1280)" % (value, nic["name"]))
+                continue
+        if nic.get("mtu") != value and not allowed:
+            ctx.error("nodetune_ipoib_mtu=%s changes the MTU of %s from %s to %d, which briefly drops its traffic: "
+                      "set nodetune_ipoib_mtu_change_allowed: true to allow it" % (describe(wanted), nic["name"],
+                                                                                   nic.get("mtu"), value))
+            continue
+        settings.append(Setting("ib.mtu", nic["name"], "sys/class/net/%s/mtu" % nic["name"], value, compare=INT,
+                                area=AREA, persist="boot_restore", disruptive=True,
+                                reason="IPoIB %s mode: MTU %d (limit %d)" % (mode, value, limit)))
+    return settings
+
+
+def _sysctls(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
+    settings = []
+    for var, key, why in (
+            ("nodetune_net_core_rmem_max", "net.core.rmem_max", "cap of SO_RCVBUF (not TCP autotuning)"),
+            ("nodetune_net_core_wmem_max", "net.core.wmem_max", "cap of SO_SNDBUF (not TCP autotuning)")):
+        value = want_int(ctx, config, var, 4096, 2 ** 31 - 1)
+        if value is not None:
+            settings.append(sysctl_setting(key, value, AREA, why, INT))
+    current = ctx.topology.get("sysctl") or {}
+    thresholds = []
+    for level in (1, 2, 3):
+        var = "nodetune_neigh_gc_thresh%d" % level
+        key = "net.ipv4.neigh.default.gc_thresh%d" % level
+        value = want_int(ctx, config, var, 0, 2 ** 31 - 1)
+        if value is not None:
+            settings.append(sysctl_setting(key, value, AREA, "neighbour table threshold %d" % level, INT))
+            thresholds.append((level, value, var))
+        else:
+            number = current.get(key, "")
+            if str(number).strip().isdigit():
+                thresholds.append((level, int(number), key + " (current)"))
+    ordered = sorted(thresholds)
+    for (_, va, na), (_, vb, nb) in zip(ordered, ordered[1:]):
+        if va > vb:
+            ctx.error("%s=%d is above %s=%d: keep gc_thresh1 <= gc_thresh2 <= gc_thresh3 (gc_thresh3 is the hard cap "
+                      "of neighbour entries)" % (na, va, nb, vb))
+    return settings

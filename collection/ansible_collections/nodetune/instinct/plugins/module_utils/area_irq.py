@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The IRQ affinity area: irqbalance out of the way, NIC completion vectors pinned per the Layout.
+
+irqbalance rewrites hand-set affinities at its next rebalance, so pinning needs it either stopped and disabled
+or told to keep off the pinned CPUs (``IRQBALANCE_BANNED_CPULIST`` in /etc/default/irqbalance on Debian,
+/etc/sysconfig/irqbalance on RHEL). Kernel-managed IRQs (NVMe queues) are never written: the Layout lists them
+for verify only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
+    Context,
+    unknown_keys,
+    want_bool,
+    want_str,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import CPULIST, LINE, SERVICE, Setting
+
+AREA = "irq"
+MODES = ("disable", "ban", "leave")
+VARIABLES = ("nodetune_irqbalance_mode", "nodetune_irq_pin_nic", "nodetune_os_family")
+UNIT = "irqbalance.service"
+CONFIG_BY_FAMILY = {"Debian": "etc/default/irqbalance", "RedHat": "etc/sysconfig/irqbalance",
+                    "Suse": "etc/sysconfig/irqbalance"}
+
+
+def irqbalance_config_file(ctx: Context, family: str) -> str:
+    found = (ctx.topology.get("irqbalance") or {}).get("config_file")
+    if found:
+        return found.lstrip("/")
+    return CONFIG_BY_FAMILY.get(family, "etc/default/irqbalance")
+
+
+def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
+    unknown_keys(ctx, config, VARIABLES, AREA)
+    mode = want_str(ctx, config, "nodetune_irqbalance_mode", MODES) or "disable"
+    pin = want_bool(ctx, config, "nodetune_irq_pin_nic", True)
+    family = want_str(ctx, config, "nodetune_os_family") or "Debian"
+    settings: List[Setting] = []
+    installed = bool((ctx.topology.get("irqbalance") or {}).get("installed"))
+    if ctx.services is not None and not installed:
+        installed = ctx.services.installed(UNIT)
+    if mode == "disable" and installed:
+        settings.append(Setting("irq.irqbalance", UNIT, "", "active=no,enabled=no", kind=SERVICE, area=AREA,
+                                disruptive=True,
+                                reason="irqbalance would overwrite the pinned affinities at its next rebalance"))
+    elif mode == "ban" and installed:
+        banned = (ctx.layout.get("irqbalance") or {}).get("banned_cpulist")
+        cpus = banned if isinstance(banned, list) else None
+        text = format_cpulist(cpus) if cpus is not None else (banned or "")
+        if text:
+            settings.append(Setting("irq.irqbalance", "IRQBALANCE_BANNED_CPULIST", irqbalance_config_file(ctx, family),
+                                    text, kind=LINE, key="IRQBALANCE_BANNED_CPULIST", area=AREA, runtime=False,
+                                    reason="keep irqbalance off the CPUs that take pinned NIC IRQs"))
+    elif not installed:
+        ctx.notes.append("irq: irqbalance is not installed on this node; nothing to stop")
+    if pin:
+        for entry in ctx.layout.get("irq_affinity") or []:
+            irq = int(entry["irq"])
+            path = "proc/irq/%d/smp_affinity_list" % irq
+            if not ctx.root.exists(path):
+                ctx.warn("irq %d (%s) has no %s; skipped" % (irq, entry.get("device"), "/" + path))
+                continue
+            settings.append(Setting("irq.nic_local", "irq %d" % irq, path, format_cpulist(entry["cpus"]),
+                                    compare=CPULIST, area=AREA, persist="boot_restore",
+                                    reason=entry.get("reason") or "NIC completion vector on a local core"))
+    return settings

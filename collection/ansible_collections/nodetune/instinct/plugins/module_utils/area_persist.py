@@ -1,0 +1,124 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Persistence across reboot without tuned: sysctl.d, udev rules, and a boot-time restore of runtime settings.
+
+Sysctls go to ``/etc/sysctl.d/90-nodetune.conf`` (systemd-sysctl applies it at boot), NVMe queue settings to a udev
+rule (applied whenever a namespace appears), nvme module options to modprobe.d (nvme area). Everything else that a
+reboot resets (SMT, IRQ affinity, governor, EPP, idle states, IPoIB MTU) is listed in
+``/etc/nodetune/boot-restore.json`` and re-applied at boot by the ``nodetune-restore.service`` oneshot, which runs a
+small stdlib-only script: no Ansible needed on the node at boot.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import FILE, SERVICE, Setting
+
+AREA = "persist"
+SYSCTL_FILE = "etc/sysctl.d/90-nodetune.conf"
+UDEV_FILE = "etc/udev/rules.d/60-nodetune-nvme.rules"
+STATE_FILE = "etc/nodetune/boot-restore.json"
+SCRIPT_FILE = "usr/local/sbin/nodetune-restore"
+UNIT = "nodetune-restore.service"
+UNIT_FILE = "etc/systemd/system/" + UNIT
+HEADER = "# Managed by nodetune. Local changes are reported as drift and overwritten.\n"
+
+RESTORE_SCRIPT = '''#!/usr/bin/python3
+"""nodetune-restore: re-apply the runtime settings nodetune tuned, at boot (rendered by nodetune).
+
+Reads /etc/nodetune/boot-restore.json and writes each value in order. Kernel-managed IRQs and missing
+devices are reported and skipped; the exit status is 1 when any write failed.
+"""
+import json
+import os
+import sys
+
+
+def main(argv):
+    root = argv[argv.index("--root") + 1] if "--root" in argv else "/"
+    with open(os.path.join(root, "%(state)s")) as handle:
+        state = json.load(handle)
+    failed = 0
+    for item in state["settings"]:
+        path = os.path.join(root, item["path"])
+        try:
+            with open(path, "w") as handle:
+                handle.write(item["value"])
+        except OSError as exc:
+            failed += 1
+            sys.stderr.write("nodetune-restore: %%s[%%s] %%s: %%s\\n" %% (item["id"], item["target"], path, exc))
+    sys.stdout.write("nodetune-restore: %%d settings, %%d failed\\n" %% (len(state["settings"]), failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+''' % {"state": STATE_FILE}
+
+UNIT_TEXT = HEADER + """[Unit]
+Description=nodetune: restore runtime tuning (SMT, IRQ affinity, cpufreq, idle states, IPoIB MTU)
+After=systemd-udev-settle.service network-pre.target
+Before=network.target irqbalance.service
+ConditionPathExists=/%s
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/%s
+
+[Install]
+WantedBy=multi-user.target
+""" % (STATE_FILE, SCRIPT_FILE)
+
+
+def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List[Setting]:
+    out: List[Setting] = []
+    sysctls = [s for s in settings if s.persist == "sysctl.d"]
+    if sysctls:
+        body = "".join("%s = %s\n" % (s.target, " ".join(s.value.split()))
+                       for s in sorted(sysctls, key=lambda s: s.target))
+        out.append(Setting("persist.sysctl_d", "sysctl.d", SYSCTL_FILE, HEADER + body, kind=FILE, compare="content",
+                           area=AREA, reason="systemd-sysctl applies these at boot"))
+    udev = _udev_rules([s for s in settings if s.persist == "udev"])
+    if udev:
+        out.append(Setting("persist.udev", "nvme", UDEV_FILE, HEADER + udev, kind=FILE, compare="content", area=AREA,
+                           reason="udev applies the NVMe queue settings whenever a namespace appears"))
+    runtime = [s for s in settings if s.persist == "boot_restore"]
+    if runtime:
+        state = {"version": 1, "settings": [
+            {"id": s.id, "target": s.target, "path": s.path, "value": s.value}
+            for s in sorted(runtime, key=lambda s: (s.order, s.id, s.target))]}
+        out.append(Setting("persist.boot_restore", "state", STATE_FILE, json.dumps(state, indent=1) + "\n",
+                           kind=FILE, compare="content", area=AREA, mode=0o644,
+                           reason="runtime settings a reboot resets, re-applied by nodetune-restore.service"))
+        out.append(Setting("persist.boot_restore", "script", SCRIPT_FILE, RESTORE_SCRIPT, kind=FILE,
+                           compare="content", area=AREA, mode=0o755, reason="the boot-time restore program"))
+        out.append(Setting("persist.boot_restore", "unit", UNIT_FILE, UNIT_TEXT, kind=FILE, compare="content",
+                           area=AREA, reason="runs nodetune-restore once at boot"))
+        if ctx.services is not None:
+            out.append(Setting("persist.boot_restore", UNIT, "", "enabled=yes", kind=SERVICE, area=AREA,
+                               reason="enable the boot-time restore"))
+    return out
+
+
+def _udev_rules(settings: List[Setting]) -> str:
+    by_device: Dict[str, Dict[str, str]] = {}
+    for s in settings:
+        attr = "queue/scheduler" if s.id == "nvme.scheduler" else "queue/nr_requests"
+        by_device.setdefault(s.target, {})[attr] = s.value
+    if not by_device:
+        return ""
+    # Scheduler first: switching it resets nr_requests (udev applies ATTR assignments in order).
+    def assignments(attrs: Dict[str, str]) -> str:
+        return ", ".join('ATTR{%s}="%s"' % (a, attrs[a])
+                         for a in ("queue/scheduler", "queue/nr_requests") if a in attrs)
+    distinct = set(tuple(sorted(v.items())) for v in by_device.values())
+    if len(distinct) == 1:
+        attrs = next(iter(by_device.values()))
+        return 'ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="nvme[0-9]*n[0-9]*", %s\n' % assignments(attrs)
+    return "".join('ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="%s", %s\n' % (dev, assignments(attrs))
+                   for dev, attrs in sorted(by_device.items()))

@@ -1,0 +1,407 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The apply engine: diff, journal, all-or-nothing writes, revert.
+
+Modelled on linux-system-roles' habit of recording each write as an action that only runs outside check mode:
+:func:`plan_actions` is pure reading, so check mode shows the exact plan for free; :func:`apply` executes that same
+plan. Before the first write the previous value of everything about to change is put in the journal
+(``var/lib/nodetune/journal.json`` under the root, mode 0600). The first value ever seen for a path is the
+*baseline* and survives later runs, so revert always returns a node to what it was before nodetune touched it.
+If a write fails, what this run already changed is restored in reverse order before the error is raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.services import format_state, parse_state
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
+    ABSENT,
+    ATTR,
+    CHOICE,
+    FILE,
+    LINE,
+    SERVICE,
+    Setting,
+    SettingError,
+    check_shape,
+    desired,
+    normalize,
+    parse_choice,
+    read_current,
+    set_line,
+)
+
+STATE_DIR = "var/lib/nodetune"
+JOURNAL = STATE_DIR + "/journal.json"
+LOCK = STATE_DIR + "/lock"
+JOURNAL_VERSION = 1
+MAX_RUNS_KEPT = 20
+
+
+class ApplyError(Exception):
+    """A write failed; ``setting`` names it and ``rolled_back`` lists what was restored."""
+
+    def __init__(self, message: str, setting: Optional[Setting] = None,
+                 rolled_back: Optional[List[str]] = None, rollback_errors: Optional[List[str]] = None) -> None:
+        super().__init__(message)
+        self.setting = setting
+        self.rolled_back = rolled_back or []
+        self.rollback_errors = rollback_errors or []
+
+
+class LockedError(Exception):
+    """Another nodetune run holds the node's lock."""
+
+
+class Action(object):
+    """One planned change: a Setting whose current value differs from its desired value."""
+
+    __slots__ = ("setting", "before", "after")
+
+    def __init__(self, setting: Setting, before: Optional[str], after: str) -> None:
+        self.setting = setting
+        self.before = before
+        self.after = after
+
+    def to_dict(self) -> Dict[str, Any]:
+        s = self.setting
+        return {
+            "id": s.id,
+            "target": s.target,
+            "path": "/" + s.path if s.kind != SERVICE else None,
+            "kind": s.kind,
+            "before": self.before,
+            "after": self.after,
+            "reboot_required": s.reboot_required,
+            "disruptive": s.disruptive,
+            "reason": s.reason,
+        }
+
+
+# --------------------------------------------------------------------------------------------- planning
+def plan_actions(root: Root, settings: List[Setting], services: Any = None) -> List[Action]:
+    """The ordered list of changes that would bring the node to ``settings`` (reads only)."""
+    check_shape(settings)
+    missing = []
+    for setting in settings:
+        if setting.kind == ATTR and not root.exists(setting.path):
+            missing.append("%s: %s does not exist on this node, so it cannot be set"
+                           % (setting.uid, "/" + setting.path))
+        if setting.kind == SERVICE and services is None:
+            missing.append("%s: no service manager available for this root" % setting.uid)
+    if missing:
+        raise SettingError(missing)
+    actions = []
+    for setting in sorted(settings, key=lambda s: (s.order, s.id, s.target)):
+        before = read_current(root, setting, services)
+        after = desired(setting)
+        if before != after:
+            actions.append(Action(setting, before, after))
+    return actions
+
+
+def diff_text(actions: List[Action]) -> Dict[str, str]:
+    """Ansible diff dict (before/after as text) describing the actions, one line per Setting."""
+    before_lines, after_lines = [], []
+    for action in actions:
+        s = action.setting
+        if s.kind == FILE:
+            before_lines.append("# %s %s\n%s" % (s.uid, "/" + s.path, action.before or "<absent>\n"))
+            after_lines.append("# %s %s\n%s" % (s.uid, "/" + s.path, action.after))
+        else:
+            where = s.target if s.kind == SERVICE else "/" + s.path
+            before_lines.append("%s %s = %s\n" % (s.uid, where, "<absent>" if action.before is None else action.before))
+            after_lines.append("%s %s = %s\n" % (s.uid, where, action.after))
+    return {"before": "".join(before_lines), "after": "".join(after_lines),
+            "before_header": "node (current)", "after_header": "node (nodetune)"}
+
+
+# --------------------------------------------------------------------------------------------- journal
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def load_journal(root: Root) -> Dict[str, Any]:
+    text = root.read(JOURNAL, strip=False)
+    if text is None:
+        return {"version": JOURNAL_VERSION, "created": None, "baseline": {}, "created_dirs": [], "runs": []}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise SettingError(["the journal %s is not valid JSON; refusing to guess the node's baseline "
+                            "(move it aside to start a new baseline)" % ("/" + JOURNAL)]) from None
+    if data.get("version") != JOURNAL_VERSION:
+        raise SettingError(["the journal %s has version %r, this nodetune reads version %d"
+                            % ("/" + JOURNAL, data.get("version"), JOURNAL_VERSION)])
+    return data
+
+
+def save_journal(root: Root, journal: Dict[str, Any]) -> None:
+    root.write_file(JOURNAL, json.dumps(journal, indent=1, sort_keys=True) + "\n", mode=0o600)
+
+
+def _baseline_key(setting: Setting) -> str:
+    if setting.kind == SERVICE:
+        return "service:" + setting.target
+    return setting.path
+
+
+def _snapshot(root: Root, setting: Setting, services: Any) -> Dict[str, Any]:
+    """What is needed to put ``setting``'s object back exactly as it is now."""
+    if setting.kind == SERVICE:
+        return {"kind": SERVICE, "unit": setting.target, "state": format_state(services.state(setting.target)),
+                "order": setting.order}
+    if setting.kind == ATTR:
+        raw = root.read(setting.path)
+        restore = raw
+        if raw is not None and setting.compare == CHOICE:
+            restore = parse_choice(raw)[0]
+        return {"kind": ATTR, "restore": restore, "order": setting.order}
+    # FILE, LINE, ABSENT: whole-file snapshots
+    content = root.read(setting.path, strip=False)
+    return {"kind": FILE, "exists": content is not None, "content": content,
+            "mode": "%04o" % (root.mode(setting.path) or 0o644), "order": setting.order}
+
+
+def _missing_dirs(root: Root, rel_dir: str) -> List[str]:
+    """Directories (relative) that writing into ``rel_dir`` would create, shallowest first."""
+    created = []
+    parts = [p for p in rel_dir.split("/") if p]
+    for depth in range(1, len(parts) + 1):
+        sub = "/".join(parts[:depth])
+        if not root.isdir(sub):
+            created.append(sub)
+    return created
+
+
+# --------------------------------------------------------------------------------------------- lock
+class NodeLock(object):
+    """flock on var/lib/nodetune/lock: serialises concurrent nodetune runs on one node."""
+
+    def __init__(self, root: Root, timeout: float = 30.0) -> None:
+        self.root = root
+        self.timeout = timeout
+        self.fd: Optional[int] = None
+
+    def __enter__(self) -> "NodeLock":
+        path = self.root.real(LOCK)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.time() + self.timeout
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.time() >= deadline:
+                    os.close(self.fd)
+                    self.fd = None
+                    raise LockedError("another nodetune run holds %s (waited %.0f s)"
+                                      % ("/" + LOCK, self.timeout)) from exc
+                time.sleep(0.1)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+# --------------------------------------------------------------------------------------------- writing
+def _write(root: Root, setting: Setting, services: Any) -> None:
+    if setting.kind == ATTR:
+        root.write(setting.path, setting.value)
+    elif setting.kind == FILE:
+        root.write_file(setting.path, setting.value, mode=setting.mode)
+    elif setting.kind == LINE:
+        root.write_file(setting.path, set_line(root.read(setting.path, strip=False), setting.key or "",
+                                               setting.value), mode=root.mode(setting.path) or setting.mode)
+    elif setting.kind == ABSENT:
+        root.remove(setting.path)
+    elif setting.kind == SERVICE:
+        services.set_state(setting.target, parse_state(setting.value))
+
+
+def _restore(root: Root, key: str, snap: Dict[str, Any], services: Any) -> None:
+    kind = snap["kind"]
+    if kind == SERVICE:
+        if snap.get("state") is not None:
+            services.set_state(snap["unit"], parse_state(snap["state"]))
+    elif kind == ATTR:
+        if snap.get("restore") is not None and normalize_raw(root.read(key)) != normalize_raw(snap["restore"]):
+            root.write(key, snap["restore"])
+    else:
+        if snap.get("exists"):
+            if root.read(key, strip=False) != snap["content"] or root.mode(key) != int(snap["mode"], 8):
+                root.write_file(key, snap["content"], mode=int(snap["mode"], 8))
+        else:
+            root.remove(key)
+
+
+def normalize_raw(text: Optional[str]) -> Optional[str]:
+    if text is None:
+        return None
+    active, options = parse_choice(text)
+    if len(options) > 1 and active is not None:
+        return active
+    return text.strip()
+
+
+def apply(root: Root, settings: List[Setting], check_mode: bool = False, services: Any = None,
+          fault: Optional[Callable[[Setting], None]] = None) -> Dict[str, Any]:
+    """Bring the node to ``settings``. Returns changed, actions, diff, reboot_required.
+
+    ``fault`` is a test hook called before each write (fault injection); production passes None.
+    """
+    actions = plan_actions(root, settings, services)
+    result = {
+        "changed": bool(actions),
+        "actions": [a.to_dict() for a in actions],
+        "diff": diff_text(actions),
+        "reboot_required": any(a.setting.reboot_required for a in actions),
+        "journal": "/" + JOURNAL,
+    }
+    if check_mode or not actions:
+        return result
+    # The state dir is nodetune's: remember which of its parents the lock is about to create, so that
+    # revert can remove them and leave the tree as it found it.
+    state_dirs = [] if root.exists(JOURNAL) else _missing_dirs(root, STATE_DIR)
+    with NodeLock(root):
+        # Re-plan under the lock: another run may have changed the node since.
+        actions = plan_actions(root, settings, services)
+        journal_before = root.read(JOURNAL, strip=False)
+        journal = load_journal(root)
+        if journal.get("created") is None:
+            journal["created"] = _now()
+            journal["created_dirs"] = sorted(set(journal.get("created_dirs", [])) | set(state_dirs))
+        baseline = journal["baseline"]
+        before_run: Dict[str, Dict[str, Any]] = {}
+        new_dirs: List[str] = []
+        for action in actions:
+            setting = action.setting
+            key = _baseline_key(setting)
+            snap = _snapshot(root, setting, services)
+            before_run[key] = snap
+            if key not in baseline:
+                baseline[key] = snap
+            if setting.kind in (FILE, LINE):
+                new_dirs.extend(d for d in _missing_dirs(root, os.path.dirname(setting.path)) if d not in new_dirs)
+        journal["created_dirs"] = sorted(set(journal.get("created_dirs", [])) | set(new_dirs))
+        save_journal(root, journal)  # the baseline is safe on disk before the first write
+        done: List[Action] = []
+        for action in actions:
+            try:
+                if fault is not None:
+                    fault(action.setting)
+                _write(root, action.setting, services)
+            except (NodeFileError, OSError) as exc:
+                rolled, problems = _rollback(root, done, before_run, services)
+                if not problems:
+                    _forget_run(root, journal_before, journal)
+                raise ApplyError("%s: writing %r to %s failed: %s. Restored %d earlier change(s) of this run%s."
+                                 % (action.setting.uid, action.setting.value if action.setting.kind != FILE
+                                    else "<file>", action.setting.target if action.setting.kind == SERVICE
+                                    else "/" + action.setting.path, exc, len(rolled),
+                                    "" if not problems else "; could NOT restore: " + "; ".join(problems)),
+                                 action.setting, rolled, problems) from exc
+            done.append(action)
+        journal["runs"] = (journal.get("runs", []) + [{
+            "time": _now(), "changed": [a.setting.uid for a in done]}])[-MAX_RUNS_KEPT:]
+        save_journal(root, journal)
+    result["actions"] = [a.to_dict() for a in done]
+    result["diff"] = diff_text(done)
+    result["unconfirmed"] = unconfirmed(root, [a.setting for a in done], services)
+    return result
+
+
+def _rollback(root: Root, done: List[Action], before_run: Dict[str, Dict[str, Any]],
+              services: Any) -> Tuple[List[str], List[str]]:
+    rolled, problems = [], []
+    for action in reversed(done):
+        key = _baseline_key(action.setting)
+        try:
+            _restore(root, key, before_run[key], services)
+            rolled.append(action.setting.uid)
+        except (NodeFileError, OSError) as exc:
+            problems.append("%s (%s)" % (action.setting.uid, exc))
+    return rolled, problems
+
+
+def _forget_run(root: Root, journal_before: Optional[str], journal: Dict[str, Any]) -> None:
+    """After a full rollback, put the journal back as it was (or remove it and its dirs if it was new)."""
+    if journal_before is not None:
+        root.write_file(JOURNAL, journal_before, mode=0o600)
+        return
+    root.remove(JOURNAL)
+    root.remove(LOCK)
+    _remove_dirs(root, journal.get("created_dirs", []))
+
+
+def _remove_dirs(root: Root, dirs: List[str]) -> None:
+    for rel in sorted(dirs, key=lambda d: -d.count("/")):
+        # not empty (someone else's files) or already gone: leave it
+        with contextlib.suppress(OSError):
+            os.rmdir(root.real(rel))
+
+
+def unconfirmed(root: Root, settings: List[Setting], services: Any = None) -> List[Dict[str, Any]]:
+    """Settings written without error whose re-read value differs (the kernel clamped or ignored it)."""
+    out = []
+    for setting in settings:
+        now = read_current(root, setting, services)
+        if now != desired(setting):
+            out.append({"id": setting.id, "target": setting.target, "expected": desired(setting), "actual": now})
+    return out
+
+
+# --------------------------------------------------------------------------------------------- revert
+def revert(root: Root, check_mode: bool = False, services: Any = None) -> Dict[str, Any]:
+    """Put back every baseline value, remove nodetune's files and directories, then the journal."""
+    journal = load_journal(root)
+    baseline = journal.get("baseline", {})
+    if not baseline and not root.exists(JOURNAL):
+        return {"changed": False, "restored": [], "msg": "no journal: nodetune never changed this node"}
+    # Same dependency order as apply: the scheduler goes back before nr_requests (switching resets it),
+    # SMT siblings come back before IRQ affinities are restored onto them.
+    entries = sorted(baseline.items(), key=lambda kv: (int(kv[1].get("order", 90)), kv[0]))
+    pending = [key for key, snap in entries if not _is_restored(root, key, snap, services)]
+    result: Dict[str, Any] = {"changed": True, "restored": pending, "journal": "/" + JOURNAL}
+    if check_mode:
+        return result
+    with NodeLock(root):
+        problems = []
+        for key, snap in entries:
+            try:
+                _restore(root, key, snap, services)
+            except (NodeFileError, OSError) as exc:
+                problems.append("%s: %s" % (key, exc))
+        if problems:
+            raise ApplyError("revert could not restore: " + "; ".join(problems))
+        root.remove(JOURNAL)
+        root.remove(LOCK)
+    _remove_dirs(root, journal.get("created_dirs", []))
+    return result
+
+
+def _is_restored(root: Root, key: str, snap: Dict[str, Any], services: Any) -> bool:
+    kind = snap["kind"]
+    if kind == SERVICE:
+        return services is None or format_state(services.state(snap["unit"])) == snap.get("state")
+    if kind == ATTR:
+        return normalize_raw(root.read(key)) == normalize_raw(snap.get("restore"))
+    if snap.get("exists"):
+        return root.read(key, strip=False) == snap["content"]
+    return not root.exists(key)
+
+
+__all__ = ["Action", "ApplyError", "LockedError", "apply", "plan_actions", "revert", "diff_text",
+           "load_journal", "unconfirmed", "normalize"]

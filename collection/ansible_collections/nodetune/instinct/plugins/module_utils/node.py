@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""One node, end to end, in one process: discover -> plan -> desired Settings.
+
+The tune and verify modules both start here, so that a whole site.yml costs one module call per node for apply and
+one for verify (fleet cost is dominated by module round trips), and so that apply and verify compute the desired
+state with the very same code from the very same inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional
+
+from ansible_collections.nodetune.instinct.plugins.module_utils import layout as layout_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils import services as services_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting, SettingError
+from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+from ansible_collections.nodetune.instinct.plugins.module_utils.tuning import desired_settings
+
+
+class NodeState(object):
+    """The discovered Topology, the planned Layout and the desired Settings of one node."""
+
+    def __init__(self, root: Root, topology: Dict[str, Any], layout: Dict[str, Any], context: Context,
+                 settings: List[Setting]) -> None:
+        self.root = root
+        self.topology = topology
+        self.layout = layout
+        self.context = context
+        self.settings = settings
+
+    @property
+    def services(self) -> Any:
+        return self.context.services
+
+
+def layout_policy(areas: Dict[str, Any], policy: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The planner policy, with the SMT and irqbalance choices taken from the area variables (one source)."""
+    merged = dict(policy or {})
+    smt = (areas.get("smt") or {})
+    if smt.get("nodetune_smt_enabled", True) is not False and smt.get("nodetune_smt_policy"):
+        merged["smt"] = smt["nodetune_smt_policy"]
+    irq = (areas.get("irq_affinity") or {})
+    mode = irq.get("nodetune_irqbalance_mode")
+    if irq.get("nodetune_irq_affinity_enabled", True) is not False and mode in layout_mod.IRQBALANCE_MODES:
+        merged["irqbalance"] = mode
+    return merged
+
+
+def load(root_path: str, areas: Dict[str, Any], policy: Optional[Dict[str, Any]] = None,
+         run_command: Optional[Callable] = None, persist: bool = True) -> NodeState:
+    """Discover, plan and build the desired Settings; raises SettingError/PolicyError on bad input."""
+    root = Root(root_path)
+    topology = discover(root)
+    try:
+        layout = layout_mod.plan(topology, layout_policy(areas or {}, policy))
+    except layout_mod.LayoutError as exc:
+        raise SettingError([str(exc)]) from None
+    context = Context(root, topology, layout, services_mod.for_root(root, run_command))
+    settings = desired_settings(context, areas or {}, persist=persist)
+    return NodeState(root, topology, layout, context, settings)
+
+
+def layout_summary(layout: Dict[str, Any]) -> Dict[str, Any]:
+    """The small part of the Layout worth printing per node in a fleet run."""
+    return {
+        "smt_control": layout.get("smt_control"),
+        "smt_offline": len(layout.get("smt_offline") or []),
+        "housekeeping": layout.get("housekeeping"),
+        "ranks": len(layout.get("ranks") or []),
+        "nic_irqs_pinned": len(layout.get("irq_affinity") or []),
+        "managed_irqs": len(layout.get("managed_irqs") or []),
+        "irqbalance": (layout.get("irqbalance") or {}).get("mode"),
+    }

@@ -1,0 +1,198 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: tune
+short_description: Apply nodetune's Settings to a node, journaled and all-or-nothing, or revert them
+description:
+  - Discovers the node's topology, plans its NUMA/IRQ/SMT layout, builds the desired Settings from the area
+    variables the nodetune roles collect, and applies them in dependency order in one module call.
+  - Every Setting is validated before anything is written; bad input fails with a message naming the variable,
+    its value and what is valid, and the node is left untouched.
+  - The previous value of everything it changes is kept in a journal under the root
+    (C(var/lib/nodetune/journal.json), mode 0600). The first value ever seen is the baseline that I(state=reverted)
+    restores. If a write fails, the changes of this run are restored before the module fails.
+  - In check mode it returns the planned actions and the diff and writes nothing (not even the journal or lock).
+  - A lock (C(var/lib/nodetune/lock)) serializes concurrent runs on one node.
+version_added: "0.1.0"
+author:
+  - nodetune contributors
+options:
+  root:
+    description:
+      - The directory to treat as the node's C(/). Simulated nodes and tests use a tree; real nodes use C(/).
+    type: path
+    default: /
+  areas:
+    description:
+      - Area name (V(smt), V(cpu), V(irq_affinity), V(infiniband), V(nvme), V(sysctl), V(rocm_env)) to a mapping of
+        that area's role variables (for example C(nodetune_nvme_scheduler)). Areas not listed are not touched.
+      - The roles of this collection build this mapping; see each role's README for its variables.
+    type: dict
+    default: {}
+  policy:
+    description:
+      - Layout planner policy (see docs/layout.md), for example C({housekeeping: 1}). The SMT and irqbalance choices
+        come from the smt and irq_affinity areas.
+    type: dict
+    default: {}
+  state:
+    description:
+      - V(present) applies the Settings; V(reverted) restores the journal baseline byte-exact and removes the files
+        nodetune created.
+    type: str
+    choices: [present, reverted]
+    default: present
+  return_layout:
+    description: Return the full Layout (large on big nodes) instead of a summary.
+    type: bool
+    default: false
+  lock_timeout:
+    description: Seconds to wait for another nodetune run on the same node to finish.
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+notes:
+  - Disruptive changes (offlining CPUs, stopping irqbalance, IPoIB MTU changes) need their area's opt-in variable.
+  - Settings that need a reboot (nvme module options) are reported with RV(reboot_required), never pretended applied.
+"""
+
+EXAMPLES = r"""
+- name: Tune a node (check mode shows the plan)
+  nodetune.instinct.tune:
+    root: /
+    areas:
+      cpu:
+        nodetune_cpu_governor: performance
+        nodetune_cpu_idle_states_disabled: [C2]
+      nvme:
+        nodetune_nvme_scheduler: none
+        nodetune_nvme_nr_requests: max
+      sysctl:
+        nodetune_vm_dirty_ratio: 20
+        nodetune_vm_dirty_background_ratio: 10
+  check_mode: true
+  diff: true
+
+- name: Put the node back as it was before nodetune
+  nodetune.instinct.tune:
+    root: /
+    state: reverted
+"""
+
+RETURN = r"""
+changed:
+  description: Whether any Setting was (or, in check mode, would be) changed.
+  type: bool
+  returned: always
+actions:
+  description: The changes, in the order applied; each with id, target, path, kind, before, after, reason.
+  type: list
+  elements: dict
+  returned: always
+  sample: [{id: nvme.scheduler, target: nvme0n1, path: /sys/block/nvme0n1/queue/scheduler, before: mq-deadline,
+            after: none, kind: attr, reboot_required: false, disruptive: false, reason: "..."}]
+reboot_required:
+  description: True when a change takes effect only after a reboot (e.g. nvme module options).
+  type: bool
+  returned: always
+settings:
+  description: Number of Settings nodetune manages on this node.
+  type: int
+  returned: state=present
+layout:
+  description: Summary of the planned layout (or the full Layout with O(return_layout)).
+  type: dict
+  returned: state=present
+unconfirmed:
+  description: Settings written without error that read back differently (the kernel clamped or ignored them).
+  type: list
+  elements: dict
+  returned: when changed and not in check mode
+restored:
+  description: Journal entries restored (state=reverted).
+  type: list
+  elements: str
+  returned: state=reverted
+notes:
+  description: Informational lines, e.g. areas not applicable on this node.
+  type: list
+  elements: str
+  returned: state=present
+journal:
+  description: Path of the journal under the root.
+  type: str
+  returned: always
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.nodetune.instinct.plugins.module_utils import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils import services as services_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError
+from ansible_collections.nodetune.instinct.plugins.module_utils.node import layout_summary, load
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            areas=dict(type="dict", default={}),
+            policy=dict(type="dict", default={}),
+            state=dict(type="str", choices=["present", "reverted"], default="present"),
+            return_layout=dict(type="bool", default=False),
+            lock_timeout=dict(type="int", default=30),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+
+    def run_command(argv):
+        return module.run_command(argv, check_rc=False)
+
+    try:
+        if params["state"] == "reverted":
+            root = Root(params["root"])
+            result = engine.revert(root, check_mode=module.check_mode,
+                                   services=services_mod.for_root(root, run_command))
+            module.exit_json(**result)
+        state = load(params["root"], params["areas"], params["policy"], run_command)
+        result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services)
+    except SettingError as exc:
+        module.fail_json(msg="nodetune refused the settings, nothing was written: " + "; ".join(exc.errors),
+                         errors=exc.errors)
+    except LayoutError as exc:
+        module.fail_json(msg="nodetune could not plan this node, nothing was written: %s" % exc)
+    except engine.ApplyError as exc:
+        module.fail_json(msg=str(exc), setting=exc.setting.uid if exc.setting else None,
+                         rolled_back=exc.rolled_back, rollback_errors=exc.rollback_errors)
+    except engine.LockedError as exc:
+        module.fail_json(msg=str(exc))
+    except NodeFileError as exc:
+        module.fail_json(msg="nodetune: %s" % exc, path=exc.path)
+
+    if not module._diff:
+        result.pop("diff", None)
+    result["settings"] = len(state.settings)
+    result["layout"] = state.layout if params["return_layout"] else layout_summary(state.layout)
+    result["notes"] = state.context.notes
+    for warning in state.context.warnings + list(state.layout.get("warnings") or []):
+        module.warn(warning)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
