@@ -1,0 +1,114 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Verify: re-read the node and compare it with the very Settings apply would write, plus Layout checks.
+
+Never writes. Works against a read-only system (it only opens files for reading and asks systemd for state).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
+    DRIFT,
+    NOT_APPLICABLE,
+    OK,
+    Finding,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
+    FILE,
+    SERVICE,
+    Setting,
+    desired,
+    read_current,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.tuning import AREAS
+
+SEVERITY_BY_AREA = {"smt": "high", "irq": "high", "cpu": "medium", "nvme": "medium", "infiniband": "medium",
+                    "sysctl": "low", "rocm_env": "medium", "persist": "low"}
+REMEDY = "run the nodetune apply (site.yml or playbooks/apply.yml, --tags %s) to restore it"
+
+
+def _shown(setting: Setting, value: Optional[str]) -> Optional[str]:
+    if setting.kind == FILE and value is not None:
+        return "<file, %d bytes>" % len(value)
+    return value
+
+
+def setting_findings(root: Any, settings: List[Setting], services: Any = None) -> List[Finding]:
+    findings = []
+    for setting in settings:
+        actual = read_current(root, setting, services)
+        expected = desired(setting)
+        status = OK if actual == expected else DRIFT
+        findings.append(Finding(
+            setting.id, setting.target if setting.kind != FILE else "/" + setting.path,
+            _shown(setting, expected), _shown(setting, actual), status,
+            severity=SEVERITY_BY_AREA.get(setting.area, "medium"),
+            remedy="" if status == OK else (REMEDY % _tag(setting)) + (
+                "; %s" % setting.reason if setting.reason else ""),
+            source="setting"))
+    return findings
+
+
+def _tag(setting: Setting) -> str:
+    return {"irq": "irq_affinity", "persist": "apply"}.get(setting.area, setting.area)
+
+
+def layout_findings(topology: Dict[str, Any], layout: Dict[str, Any], areas: Dict[str, Any]) -> List[Finding]:
+    """Where the kernel really put things: effective affinity of pinned NIC IRQs, managed IRQs (info)."""
+    findings: List[Finding] = []
+    irq_area = areas.get("irq_affinity") or {}
+    if "irq_affinity" in areas and irq_area.get("nodetune_irq_pin_nic", True):
+        by_number = dict((entry["irq"], entry) for entry in topology.get("irqs", []))
+        for planned in layout.get("irq_affinity") or []:
+            irq = by_number.get(planned["irq"]) or {}
+            effective = irq.get("effective_affinity_list")
+            if effective is None:
+                continue  # kernels without effective_affinity_list: the Setting on smp_affinity_list covers it
+            inside = set(effective) <= set(planned["cpus"])
+            findings.append(Finding(
+                "irq.nic_local", "irq %d effective" % planned["irq"], format_cpulist(planned["cpus"]),
+                format_cpulist(effective), OK if inside else DRIFT, severity="high", source="layout",
+                remedy="" if inside else "the kernel delivers this NIC IRQ outside its planned CPUs: is irqbalance "
+                                         "running again? " + REMEDY % "irq_affinity"))
+    managed = layout.get("managed_irqs") or []
+    if managed:
+        devices = sorted(set(str(m.get("device")) for m in managed))
+        findings.append(Finding(
+            "irq.managed", "%d IRQs" % len(managed), "kernel-managed (never written)",
+            "on %d device(s): %s" % (len(devices), ", ".join(devices[:8]) + (" ..." if len(devices) > 8 else "")),
+            OK, severity="info", source="layout"))
+    return findings
+
+
+def applicability_findings(areas: Dict[str, Any], settings: List[Setting], notes: List[str]) -> List[Finding]:
+    """An enabled area that produced nothing on this node is reported as not applicable, with the reason."""
+    findings = []
+    produced = set(s.area for s in settings)
+    area_of = {"irq_affinity": "irq"}
+    for name in AREAS:
+        config = areas.get(name)
+        if config is None or config.get("nodetune_%s_enabled" % name, True) is False:
+            continue
+        if area_of.get(name, name) in produced:
+            continue
+        key = area_of.get(name, name)
+        why = [n for n in notes if n.startswith(key + ":") or n.startswith(name + ":")]
+        findings.append(Finding(name + ".applicable", "-", "settings for this node", "none",
+                                NOT_APPLICABLE, severity="info", source="setting",
+                                remedy="; ".join(why) or "nothing to tune in this area with these variables"))
+    return findings
+
+
+def verify_settings(state: Any, areas: Dict[str, Any]) -> List[Finding]:
+    """All setting, layout and applicability findings of a loaded NodeState (node.load)."""
+    findings = setting_findings(state.root, state.settings, state.services)
+    findings += layout_findings(state.topology, state.layout, areas)
+    findings += applicability_findings(areas, state.settings, state.context.notes)
+    return findings
+
+
+__all__ = ["verify_settings", "setting_findings", "layout_findings", "applicability_findings", "SERVICE"]
