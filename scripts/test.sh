@@ -30,7 +30,7 @@ done
 [ "${#stages[@]}" -eq 0 ] && stages=("${ALL_STAGES[@]}")
 
 set -e
-nt_setup
+nt_setup test
 set +e
 cd "$NODETUNE_REPO" || exit 1
 

@@ -9,14 +9,16 @@
 # Environment knobs:
 #   NODETUNE_PYTHON         a Python 3.11 interpreter to build the venv from (default: python3.11, then python3)
 #   NODETUNE_VENV           where the venv lives (default: <repo>/.venv)
-#   NODETUNE_SKIP_APT=1     never call apt-get (you installed the Debian packages yourself)
+#   NODETUNE_SKIP_APT=1     never call apt-get (you provide hwloc's lstopo and Python 3.11 yourself)
 
 NODETUNE_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 NODETUNE_VENV="${NODETUNE_VENV:-$NODETUNE_REPO/.venv}"
 NODETUNE_PYTHON_VERSION="3.11"
 
-# Debian packages: command they provide -> package. hwloc's lstopo is the independent topology oracle of the tests.
+# Debian packages everyone needs: hwloc's lstopo is the independent topology oracle (tests and `nodetune`).
 NODETUNE_DEB_PACKAGES=(hwloc)
+# Debian packages only the test suite needs (scripts/test.sh), e.g. chromium for a headless browser test.
+NODETUNE_TEST_DEB_PACKAGES=()
 
 _nt_t0=$SECONDS
 
@@ -56,7 +58,8 @@ nt_apt_install() {
     done
     [ "${#missing[@]}" -eq 0 ] && return 0
     if [ "${NODETUNE_SKIP_APT:-0}" = "1" ]; then
-        nt_die "Debian packages missing: ${missing[*]} (NODETUNE_SKIP_APT=1: install them yourself)"
+        nt_info "WARNING: Debian packages not installed: ${missing[*]} (NODETUNE_SKIP_APT=1: not calling apt-get)"
+        return 0
     fi
     if ! command -v apt-get >/dev/null 2>&1; then
         nt_die "packages missing: ${missing[*]}; this is not a Debian/Ubuntu machine (no apt-get): install them with your package manager and set NODETUNE_SKIP_APT=1"
@@ -69,11 +72,16 @@ nt_apt_install() {
     nt_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# Usage: nt_system_packages [test]: the packages everyone needs, plus the test-only ones with "test".
 nt_system_packages() {
-    local need=()
-    command -v lstopo >/dev/null 2>&1 || need+=("${NODETUNE_DEB_PACKAGES[@]}")
-    [ "${#need[@]}" -eq 0 ] && { nt_info "Debian packages: present (lstopo: $(command -v lstopo))"; return 0; }
-    nt_apt_install "${need[@]}"
+    local wanted=("${NODETUNE_DEB_PACKAGES[@]}")
+    [ "${1:-}" = "test" ] && wanted+=("${NODETUNE_TEST_DEB_PACKAGES[@]}")
+    if command -v dpkg-query >/dev/null 2>&1; then
+        nt_apt_install "${wanted[@]}"
+    elif ! command -v lstopo >/dev/null 2>&1; then
+        nt_apt_install "${wanted[@]}"   # no dpkg: fails with a message naming the packages
+    fi
+    nt_info "Debian packages checked: ${wanted[*]} (lstopo: $(command -v lstopo || echo missing))"
 }
 
 _nt_is_py311() {
@@ -131,10 +139,10 @@ nt_venv() {
     fi
 }
 
-# Everything: system packages, venv, project install, PATH.
+# Everything: system packages, venv, project install, PATH. Usage: nt_setup [test]
 nt_setup() {
     nt_section "setup"
-    nt_system_packages
+    nt_system_packages "${1:-}"
     nt_venv
     export VIRTUAL_ENV="$NODETUNE_VENV"
     export PATH="$NODETUNE_VENV/bin:$PATH"
