@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import _classify as classify_os_error
 from ansible_collections.nodetune.instinct.plugins.module_utils.services import format_state, parse_state
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     ABSENT,
@@ -194,8 +195,11 @@ class NodeLock(object):
 
     def __enter__(self) -> "NodeLock":
         path = self.root.real(LOCK)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise classify_os_error(exc, LOCK, "creating the lock") from None
         deadline = time.time() + self.timeout
         while True:
             try:
