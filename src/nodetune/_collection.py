@@ -3,34 +3,36 @@
 The collection is the single home of the core code (Ansible ships module_utils to nodes from there), so the
 package imports it rather than keeping a copy. In a checkout (``pip install -e .``) it sits at
 ``<repo>/collection``; installed with ``ansible-galaxy`` it is found on Ansible's collections path.
+
+Only ``os``/``sys`` here: this runs on every ``nodetune`` start, and ``pathlib``/``importlib.util`` cost
+more start-up time (~10 ms) than ``nodetune discover --json`` can spare.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-COLLECTION_PARENT = REPO_ROOT / "collection"
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COLLECTION_PARENT = os.path.join(REPO_ROOT, "collection")
+_COLLECTION = os.path.join("ansible_collections", "nodetune", "instinct")
+
+
+def _holds_collection(parent: str) -> bool:
+    return os.path.isdir(os.path.join(parent, _COLLECTION))
 
 
 def ensure_collection_importable() -> None:
-    try:
-        if importlib.util.find_spec("ansible_collections.nodetune.instinct") is not None:
-            return
-    except ModuleNotFoundError:
-        pass
+    if any(_holds_collection(entry or ".") for entry in sys.path if isinstance(entry, str)):
+        return
     candidates = [COLLECTION_PARENT]
     for entry in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep):
         if entry:
-            candidates.append(Path(entry))
-    candidates.append(Path.home() / ".ansible" / "collections")
+            candidates.append(entry)
+    candidates.append(os.path.join(os.path.expanduser("~"), ".ansible", "collections"))
     for parent in candidates:
-        if (parent / "ansible_collections" / "nodetune" / "instinct").is_dir():
-            sys.path.insert(0, str(parent))
-            importlib.invalidate_caches()
+        if _holds_collection(parent):
+            sys.path.insert(0, parent)
             # ansible_collections is a namespace package: a fresh search picks up the new path entry.
             sys.modules.pop("ansible_collections", None)
             return

@@ -11,7 +11,10 @@ as "cpulist '0-3,x' is not valid: ..." rather than as a ValueError from deep ins
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterable, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
+    from typing import Dict, Iterable, List, Optional, Tuple
 
 
 class ParseError(ValueError):

@@ -19,22 +19,27 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
-from typing import Dict, Iterable, Iterator, List, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
+    from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 _MAX_SYMLINKS = 40
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
-def _read_fd(fd: int) -> Optional[str]:
-    """All text of an open file descriptor, stripped (sysfs files are small, procfs ones may not be)."""
+_CHUNK = 65536
+
+
+def _read_rest(fd: int) -> bytes:
+    """What is left of a file after a first full chunk (sysfs attributes fit in one; procfs may not)."""
     chunks = []
     while True:
-        chunk = os.read(fd, 65536)
+        chunk = os.read(fd, _CHUNK)
         if not chunk:
             break
         chunks.append(chunk)
-    return b"".join(chunks).decode("utf-8", "replace").strip()
+    return b"".join(chunks)
 
 
 class NodeFileError(Exception):
@@ -119,8 +124,8 @@ class Root(object):
         # Resolved directories (relative components -> relative real path); sysfs walks reuse prefixes a lot.
         self._dir_cache: Dict[str, str] = {}
         # Directories as callers name them (lexical, may contain links) -> resolved inner path. Filled by
-        # _dir() and, for free, by listdir() from the d_type of each entry, so that a walk over thousands of
-        # /proc/irq/N or cpuN directories resolves nothing link by link.
+        # _dir() and, for free, by subdirs() from the d_type of each entry, so that a walk over thousands of
+        # /proc/irq/N directories resolves nothing link by link.
         self._resolved_dirs: Dict[str, str] = {}
 
     def __repr__(self) -> str:
@@ -143,32 +148,33 @@ class Root(object):
                 return os.path.realpath(joined).lstrip("/")
             parent = os.path.realpath(os.path.dirname(joined))
             return os.path.join(parent, os.path.basename(joined)).lstrip("/")
-        resolved: List[str] = []
+        # Walk component by component, re-anchoring absolute link targets at the root. ``resolved`` is the
+        # real path so far as one string; real directories seen are remembered (the cache maps each to
+        # itself), so walking the thousandth /sys/devices/... path costs dictionary lookups, not lstat().
+        cache = self._dir_cache
+        resolved = ""
         hops = 0
-        pending = list(reversed(parts))
+        pending = parts[::-1]
         while pending:
             part = pending.pop()
             if part == "..":
-                if resolved:
-                    resolved.pop()
+                resolved = resolved.rpartition("/")[0]
                 continue
             if part == ".":
                 continue
-            candidate = resolved + [part]
-            key = "/".join(candidate)
-            cached = self._dir_cache.get(key)
-            if cached is not None:
-                resolved = cached.split("/") if cached else []
+            key = resolved + "/" + part if resolved else part
+            if key in cache:
+                resolved = key
                 continue
             if not pending and not follow_last:
-                resolved = candidate
+                resolved = key
                 break
-            full = os.path.join(self.path, key)
+            full = self.path + "/" + key if self.path != "/" else "/" + key
             try:
                 st = os.lstat(full)
             except OSError:
                 # Missing component: keep the lexical path, the caller gets ENOENT from the real call.
-                resolved = candidate
+                resolved = key
                 continue
             if stat.S_ISLNK(st.st_mode):
                 hops += 1
@@ -177,13 +183,13 @@ class Root(object):
                                           % (rel, self.path), rel, errno.ELOOP)
                 target = os.readlink(full)
                 if target.startswith("/"):
-                    resolved = []
+                    resolved = ""
                 pending.extend(reversed(self._parts(target)))
                 continue
-            resolved = candidate
-            if pending and stat.S_ISDIR(st.st_mode):
-                self._dir_cache[key] = "/".join(resolved)
-        return "/".join(resolved)
+            resolved = key
+            if stat.S_ISDIR(st.st_mode):
+                cache[key] = key
+        return resolved
 
     def real(self, rel: str) -> str:
         """Absolute host path of ``rel``, guaranteed inside the root."""
@@ -208,30 +214,39 @@ class Root(object):
         if hit is not None:
             return hit
         inner = self._resolve(key)
-        if os.path.isdir(os.path.join(self.path, inner)):
+        if inner in self._dir_cache or os.path.isdir(os.path.join(self.path, inner)):
             self._resolved_dirs[key] = inner
             self._resolved_dirs.setdefault(inner, inner)
         return inner
 
     def listdir(self, rel: str) -> List[str]:
-        """Sorted entries of a directory; an absent directory is an empty list (absence is normal).
+        """Sorted entries of a directory; an absent directory is an empty list (absence is normal)."""
+        inner = self._dir(rel)
+        try:
+            return sorted(os.listdir(self.path + "/" + inner if inner else self.path))
+        except OSError:
+            return []
 
-        Plain subdirectories (not links) are remembered as resolved, so reading inside them later costs
-        no path resolution at all.
+    def subdirs(self, rel: str) -> List[str]:
+        """Sorted names of the plain subdirectories (not links) of a directory, remembered as resolved.
+
+        For walks over thousands of sibling directories (``proc/irq/N``): reading inside them afterwards
+        costs no path resolution at all, because a plain directory inside a resolved one cannot escape.
         """
         key = rel.strip("/")
         inner = self._dir(key)
         names: List[str] = []
         try:
-            with os.scandir(os.path.join(self.path, inner) if inner else self.path) as entries:
+            with os.scandir(self.path + "/" + inner if inner else self.path) as entries:
                 for entry in entries:
-                    names.append(entry.name)
                     try:
-                        if entry.is_dir(follow_symlinks=False):
-                            child = inner + "/" + entry.name if inner else entry.name
-                            self._resolved_dirs[key + "/" + entry.name if key else entry.name] = child
+                        if not entry.is_dir(follow_symlinks=False):
+                            continue
                     except OSError:
                         continue
+                    names.append(entry.name)
+                    self._resolved_dirs[key + "/" + entry.name if key else entry.name] = (
+                        inner + "/" + entry.name if inner else entry.name)
         except OSError:
             return []
         names.sort()
@@ -254,44 +269,65 @@ class Root(object):
                    mode_names: Optional[Iterable[str]] = None) -> Dict[str, Optional[str]]:
         """Several attribute files of one directory: ``{name: text or None}``, stripped.
 
-        Discovery reads thousands of small files (``proc/irq/N/*``, PCI attributes); resolving every
-        full path link by link would dominate its run time. The directory is resolved inside the root
-        once, then each plain file is opened with ``O_NOFOLLOW`` straight under it: a name that turns
-        out to be a symlink falls back to the full in-root resolution, so nothing can escape.
         ``modes``, when given, receives the permission bits of the files named in ``mode_names`` (all
-        of them by default) from ``fstat`` of the same open, so managed-IRQ detection costs no path
-        lookup; ``None`` where the file is absent.
+        of them by default), ``None`` where the file is absent. See :meth:`read_attrs_many`.
         """
-        inner_dir = self._dir(rel_dir)
-        base = os.path.join(self.path, inner_dir) if inner_dir else self.path
-        found: Dict[str, Optional[str]] = {}
-        want = None if modes is None else set(mode_names) if mode_names is not None else None
-        prefix = base.rstrip("/") + "/"
-        for name in names:
-            text: Optional[str] = None
-            file_mode: Optional[int] = None
-            with_mode = modes is not None and (want is None or name in want)
-            try:
-                fd = os.open(prefix + name, _READ_FLAGS)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    inner = rel_dir.rstrip("/") + "/" + name
-                    text = self.read(inner)
-                    if with_mode:
-                        file_mode = self.mode(inner)
-            else:
+        names = list(names)
+        wanted = names if mode_names is None else [n for n in mode_names if n in names]
+        mode_name = wanted[0] if modes is not None and len(wanted) == 1 else None
+        texts, mode = self.read_attrs_many([rel_dir], names, mode_name)[0]
+        if modes is not None:
+            for name in wanted:
+                modes[name] = mode if mode_name is not None else (
+                    self.mode(rel_dir.rstrip("/") + "/" + name) if texts[names.index(name)] is not None else None)
+        return dict(zip(names, texts))
+
+    def read_attrs_many(self, rel_dirs: Iterable[str], names: Sequence[str],
+                        mode_name: Optional[str] = None) -> List[Tuple[List[Optional[str]], Optional[int]]]:
+        """The same attribute files of many sibling directories (``proc/irq/*``, ``cpu*/topology``).
+
+        Returns, per directory, the stripped texts in ``names`` order (None where absent or unreadable)
+        and the permission bits of ``mode_name`` (None where not asked or absent).
+
+        Discovery reads thousands of tiny files; resolving every full path link by link would dominate its
+        run time. Each directory is resolved inside the root once (memoised, and free for plain
+        subdirectories of a listed directory), then each file is opened with ``O_NOFOLLOW`` straight under
+        it: a name that turns out to be a symlink takes the full in-root resolution, so nothing escapes.
+        The mode comes from ``fstat`` of the same open (managed-IRQ detection costs no path lookup).
+        """
+        results: List[Tuple[List[Optional[str]], Optional[int]]] = []
+        os_open, os_read, os_close, os_fstat = os.open, os.read, os.close, os.fstat
+        flags = _READ_FLAGS
+        for rel_dir in rel_dirs:
+            inner_dir = self._dir(rel_dir)
+            prefix = (self.path.rstrip("/") + "/" + inner_dir if inner_dir else self.path.rstrip("/")) + "/"
+            texts: List[Optional[str]] = []
+            mode: Optional[int] = None
+            for name in names:
                 try:
-                    if with_mode:
-                        file_mode = stat.S_IMODE(os.fstat(fd).st_mode)
-                    text = _read_fd(fd)
-                except OSError:
+                    fd = os_open(prefix + name, flags)
+                except OSError as exc:
                     text = None
+                    if exc.errno == errno.ELOOP:
+                        inner = rel_dir.rstrip("/") + "/" + name
+                        text = self.read(inner)
+                        if name == mode_name:
+                            mode = self.mode(inner)
+                    texts.append(text)
+                    continue
+                try:
+                    if name == mode_name:
+                        mode = os_fstat(fd).st_mode & 0o7777
+                    data = os_read(fd, _CHUNK)
+                    if len(data) == _CHUNK:
+                        data += _read_rest(fd)
+                    texts.append(data.decode("utf-8", "replace").strip())
+                except OSError:
+                    texts.append(None)
                 finally:
-                    os.close(fd)
-            found[name] = text
-            if with_mode and modes is not None:
-                modes[name] = file_mode
-        return found
+                    os_close(fd)
+            results.append((texts, mode))
+        return results
 
     def read_strict(self, rel: str) -> str:
         """Text of a file; raises a typed :class:`NodeFileError` when it cannot be read."""
@@ -371,6 +407,8 @@ class Root(object):
         directory = os.path.dirname(target)
         try:
             os.makedirs(directory, exist_ok=True)
+            import tempfile  # only writers need it; keeps read-only discovery's start-up lean
+
             fd, tmp = tempfile.mkstemp(prefix=".nodetune-", dir=directory)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:

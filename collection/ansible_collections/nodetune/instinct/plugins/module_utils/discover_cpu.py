@@ -1,0 +1,313 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""CPU, SMT, NUMA, cpufreq and cpuidle discovery (``/sys/devices/system/{cpu,node}``).
+
+Real captures disagree on almost every file: some have no global ``cpu/online`` list, old kernels have no
+``die_id``, util-linux dumps have only ``nodeN/cpumap``, node ids can be sparse and nodes can be CPU-less.
+Each reader below therefore falls back to the next source the kernel offers and reports ``None`` (never a
+guess) when none exists; the caller collects what is missing into ``absent``/``warnings``.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
+    ParseError,
+    parse_cpulist,
+    parse_cpumask,
+    parse_int,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
+    from typing import Any, Dict, List, Optional, Set, Tuple
+
+CPU_DIR = "sys/devices/system/cpu"
+NODE_DIR = "sys/devices/system/node"
+CPU_LIST_NAMES = ("online", "offline", "possible", "present", "isolated", "nohz_full")
+SMT_CONTROL_VALUES = ("on", "off", "forceoff", "notsupported", "notimplemented")
+
+_CPU_NAME = re.compile(r"^cpu(\d+)$")
+_NODE_NAME = re.compile(r"^node(\d+)$")
+_POLICY_NAME = re.compile(r"^policy(\d+)$")
+_STATE_NAME = re.compile(r"^state(\d+)$")
+_TOPOLOGY_FILES = ("core_id", "physical_package_id", "die_id", "thread_siblings_list", "thread_siblings")
+_MEMTOTAL = re.compile(r"MemTotal:\s+(\d+)\s*kB")
+
+
+def numbered(names: List[str], pattern: "re.Pattern[str]") -> List[Tuple[int, str]]:
+    """``[(n, name)]`` for the directory entries matching ``pattern``, sorted numerically."""
+    found = []
+    for name in names:
+        match = pattern.match(name)
+        if match:
+            found.append((int(match.group(1)), name))
+    found.sort()
+    return found
+
+
+# Kernels print "(null)" for an unset cpumask (nohz_full without the boot option on older kernels).
+_EMPTY_MASK_TEXTS = ("", "(null)")
+
+
+@lru_cache(maxsize=4096)
+def _cpulist_cached(text: str) -> Tuple[int, ...]:
+    return tuple(parse_cpulist(text))
+
+
+@lru_cache(maxsize=1024)
+def _cpumask_cached(text: str) -> Tuple[int, ...]:
+    return tuple(parse_cpumask(text))
+
+
+def cpulist_or_none(text: Optional[str], what: str, warnings: List[str]) -> Optional[List[int]]:
+    """A cpulist file's CPUs; None where the file is absent; a warning (not a crash) on garbage.
+
+    Thousands of IRQs carry the same few affinity strings, so parses are memoised.
+    """
+    if text is None:
+        return None
+    if text in _EMPTY_MASK_TEXTS:
+        return []
+    try:
+        return list(_cpulist_cached(text))
+    except ParseError:
+        try:
+            parse_cpulist(text, what)
+        except ParseError as exc:  # re-raised with the file name in the message
+            warnings.append(str(exc))
+        return None
+
+
+def cpumask_or_none(text: Optional[str], what: str, warnings: List[str]) -> Optional[List[int]]:
+    if text is None:
+        return None
+    if text in _EMPTY_MASK_TEXTS:
+        return []
+    try:
+        return list(_cpumask_cached(text))
+    except ParseError:
+        try:
+            parse_cpumask(text, what)
+        except ParseError as exc:
+            warnings.append(str(exc))
+        return None
+
+
+# --------------------------------------------------------------------------------------------- cpu lists
+def read_cpu_lists(root: Root, warnings: List[str]) -> Dict[str, Optional[List[int]]]:
+    texts = root.read_attrs(CPU_DIR, CPU_LIST_NAMES)
+    return {name: cpulist_or_none(texts[name], "%s/%s" % (CPU_DIR, name), warnings) for name in CPU_LIST_NAMES}
+
+
+# --------------------------------------------------------------------------------------------- NUMA
+def _distance_ids(root: Root, node_ids: List[int], width: int) -> Optional[List[int]]:
+    """Node ids that label the columns of ``nodeN/distance``.
+
+    The kernel prints one column per *online* node in id order; that is the node directories themselves
+    unless a capture kept fewer directories than the kernel had online nodes.
+    """
+    if width == len(node_ids):
+        return node_ids
+    for name in ("online", "possible"):
+        text = root.read(NODE_DIR + "/" + name)
+        if text:
+            try:
+                ids = parse_cpulist(text, "%s/%s" % (NODE_DIR, name))
+            except ParseError:
+                continue
+            if len(ids) == width:
+                return ids
+    return None
+
+
+def read_numa_nodes(root: Root, warnings: List[str]) -> List[Dict[str, Any]]:
+    nodes: List[Dict[str, Any]] = []
+    for node_id, name in numbered(root.listdir(NODE_DIR), _NODE_NAME):
+        rel = NODE_DIR + "/" + name
+        texts = root.read_attrs(rel, ("cpulist", "cpumap", "distance", "meminfo"))
+        cpus = cpulist_or_none(texts["cpulist"], rel + "/cpulist", warnings)
+        if cpus is None:
+            cpus = cpumask_or_none(texts["cpumap"], rel + "/cpumap", warnings)
+        if cpus is None:
+            warnings.append("%s has neither cpulist nor cpumap: its CPUs are unknown" % rel)
+            cpus = []
+        memory_kb = None
+        if texts["meminfo"]:
+            match = _MEMTOTAL.search(texts["meminfo"])
+            if match:
+                memory_kb = int(match.group(1))
+        nodes.append({"id": node_id, "cpus": cpus, "distances": texts["distance"], "memory_kb": memory_kb,
+                      "has_cpus": bool(cpus)})
+    node_ids = [node["id"] for node in nodes]
+    for node in nodes:
+        node["distances"] = _parse_distances(root, node["id"], node["distances"], node_ids, warnings)
+    return nodes
+
+
+def _parse_distances(root: Root, node_id: int, text: Optional[str], node_ids: List[int],
+                     warnings: List[str]) -> Dict[str, int]:
+    if not text:
+        return {}
+    try:
+        values = [int(v) for v in text.split()]
+    except ValueError:
+        warnings.append("%s/node%d/distance %r is not a list of numbers" % (NODE_DIR, node_id, text))
+        return {}
+    ids = _distance_ids(root, node_ids, len(values))
+    if ids is None:
+        warnings.append("%s/node%d/distance has %d columns but %d nodes exist: distances not labelled"
+                        % (NODE_DIR, node_id, len(values), len(node_ids)))
+        return {}
+    return {str(i): v for i, v in zip(ids, values)}
+
+
+# --------------------------------------------------------------------------------------------- CPUs
+def read_cpus(root: Root, cpu_lists: Dict[str, Optional[List[int]]], numa_nodes: List[Dict[str, Any]],
+              warnings: List[str]) -> Tuple[List[Dict[str, Any]], Dict[int, Set[str]]]:
+    """The CPUs, and for each one which of its ``cpufreq``/``cpuidle`` subdirectories exist (read from
+    the same listing, so the cpufreq and cpuidle readers never probe absent directories)."""
+    online_set = set(cpu_lists["online"]) if cpu_lists["online"] is not None else None
+    node_of = {}
+    for node in numa_nodes:
+        for cpu in node["cpus"]:
+            node_of.setdefault(cpu, node["id"])
+    cpus: List[Dict[str, Any]] = []
+    cpu_dirs = numbered(root.listdir(CPU_DIR), _CPU_NAME)
+    listings = [root.listdir(CPU_DIR + "/" + name) for _, name in cpu_dirs]
+    topologies = root.read_attrs_many(
+        ["%s/%s/topology" % (CPU_DIR, name) for _, name in cpu_dirs], _TOPOLOGY_FILES)
+    subdirs: Dict[int, Set[str]] = {}
+    for (cpu_id, name), entries, (topo_texts, _) in zip(cpu_dirs, listings, topologies):
+        rel = CPU_DIR + "/" + name
+        subdirs[cpu_id] = {d for d in ("cpufreq", "cpuidle") if d in entries}
+        hotpluggable = "online" in entries
+        if online_set is not None:
+            online = cpu_id in online_set
+        elif hotpluggable:
+            online = root.read(rel + "/online") == "1"
+        else:
+            online = True  # no file anywhere: the kernel cannot offline it (CPU0 on x86 >= 6.5)
+        numa_node = None
+        for entry in entries:
+            match = _NODE_NAME.match(entry)
+            if match:
+                numa_node = int(match.group(1))
+                break
+        if numa_node is None:
+            numa_node = node_of.get(cpu_id)
+        topo = dict(zip(_TOPOLOGY_FILES, topo_texts))
+        siblings = cpulist_or_none(topo.get("thread_siblings_list"), rel + "/topology/thread_siblings_list",
+                                   warnings)
+        if siblings is None:
+            siblings = cpumask_or_none(topo.get("thread_siblings"), rel + "/topology/thread_siblings", warnings)
+        cpus.append({
+            "id": cpu_id,
+            "online": online,
+            "hotpluggable": hotpluggable,
+            "core_id": parse_int(topo.get("core_id")),
+            "package": parse_int(topo.get("physical_package_id")),
+            "die": parse_int(topo.get("die_id")),
+            "numa_node": numa_node,
+            "thread_siblings": siblings,
+        })
+    if cpus and cpu_lists["online"] is None:
+        warnings.append("%s/online is absent: online state taken from cpuN/online files" % CPU_DIR)
+    return cpus, subdirs
+
+
+def read_smt(root: Root, cpus: List[Dict[str, Any]], warnings: List[str]) -> Dict[str, Any]:
+    texts = root.read_attrs(CPU_DIR + "/smt", ("control", "active"))
+    control = texts["control"]
+    if control is not None and control not in SMT_CONTROL_VALUES:
+        warnings.append("%s/smt/control reads %r, not one of %s" % (CPU_DIR, control, ", ".join(SMT_CONTROL_VALUES)))
+    active = None
+    if texts["active"] in ("0", "1"):
+        active = texts["active"] == "1"
+    widths = [len(cpu["thread_siblings"]) for cpu in cpus if cpu["thread_siblings"]]
+    return {"control": control, "active": active, "threads_per_core": max(widths) if widths else None}
+
+
+# --------------------------------------------------------------------------------------------- cpufreq
+_POLICY_FILES = ("affected_cpus", "related_cpus", "scaling_driver", "scaling_governor",
+                 "scaling_available_governors", "energy_performance_preference",
+                 "energy_performance_available_preferences")
+
+
+def _cpufreq_sources(root: Root, cpus: List[Dict[str, Any]],
+                     subdirs: Dict[int, Set[str]]) -> List[Tuple[str, Optional[List[int]]]]:
+    """Directories holding cpufreq attributes, with the CPUs each one governs when known up front.
+
+    Kernels >= 4.x expose ``cpu/cpufreq/policyN`` (one per frequency domain); older ones only
+    ``cpuN/cpufreq``. Reading policies avoids resolving one ``cpuN/cpufreq`` symlink per CPU.
+    """
+    policies = numbered(root.listdir(CPU_DIR + "/cpufreq"), _POLICY_NAME)
+    if policies:
+        return [(CPU_DIR + "/cpufreq/" + name, None) for _, name in policies]
+    sources: List[Tuple[str, Optional[List[int]]]] = []
+    for cpu in cpus:
+        rel = "%s/cpu%d/cpufreq" % (CPU_DIR, cpu["id"])
+        if cpu["online"] and "cpufreq" in subdirs.get(cpu["id"], ()):
+            sources.append((rel, [cpu["id"]]))
+    return sources
+
+
+def read_cpufreq(root: Root, cpus: List[Dict[str, Any]], subdirs: Dict[int, Set[str]],
+                 warnings: List[str]) -> Dict[str, Any]:
+    online = {cpu["id"] for cpu in cpus if cpu["online"]}
+    driver = None
+    governors: Dict[str, List[int]] = {}
+    available: List[str] = []
+    epp: Dict[str, List[int]] = {}
+    available_epp: Optional[List[str]] = None
+    for rel, owned in _cpufreq_sources(root, cpus, subdirs):
+        texts = root.read_attrs(rel, _POLICY_FILES)
+        if owned is None:
+            owned = cpulist_or_none(texts["affected_cpus"] or texts["related_cpus"], rel + "/affected_cpus",
+                                    warnings) or []
+            owned = [c for c in owned if c in online] or owned
+        if driver is None and texts["scaling_driver"]:
+            driver = texts["scaling_driver"]
+        if texts["scaling_governor"]:
+            governors.setdefault(texts["scaling_governor"], []).extend(owned)
+        for gov in (texts["scaling_available_governors"] or "").split():
+            if gov not in available:
+                available.append(gov)
+        if texts["energy_performance_preference"]:
+            epp.setdefault(texts["energy_performance_preference"], []).extend(owned)
+        if available_epp is None and texts["energy_performance_available_preferences"]:
+            available_epp = texts["energy_performance_available_preferences"].split()
+    boost = parse_int(root.read(CPU_DIR + "/cpufreq/boost"))
+    return {
+        "driver": driver,
+        "governors": {gov: sorted(set(c)) for gov, c in sorted(governors.items())},
+        "available_governors": available,
+        "amd_pstate_status": root.read(CPU_DIR + "/amd_pstate/status"),
+        "epp": {value: sorted(set(c)) for value, c in sorted(epp.items())} if epp else None,
+        "available_epp": available_epp,
+        "boost": boost,
+    }
+
+
+# --------------------------------------------------------------------------------------------- cpuidle
+def read_cpuidle(root: Root, cpus: List[Dict[str, Any]], subdirs: Dict[int, Set[str]]) -> Dict[str, Any]:
+    states: Dict[int, Dict[str, Any]] = {}
+    for cpu in cpus:
+        if not cpu["online"] or "cpuidle" not in subdirs.get(cpu["id"], ()):
+            continue
+        rel = "%s/cpu%d/cpuidle" % (CPU_DIR, cpu["id"])
+        for index, name in numbered(root.listdir(rel), _STATE_NAME):
+            texts = root.read_attrs(rel + "/" + name, ("name", "disable"))
+            state = states.setdefault(index, {"index": index, "name": texts["name"], "disabled_cpus": [],
+                                              "cpus_with_state": []})
+            if state["name"] is None:
+                state["name"] = texts["name"]
+            state["cpus_with_state"].append(cpu["id"])
+            if texts["disable"] == "1":
+                state["disabled_cpus"].append(cpu["id"])
+    driver = root.read(CPU_DIR + "/cpuidle/current_driver")
+    return {"driver": driver, "states": [states[i] for i in sorted(states)]}

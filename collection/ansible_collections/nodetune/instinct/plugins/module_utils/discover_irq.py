@@ -1,0 +1,208 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""IRQs: ``/proc/interrupts`` joined with ``/proc/irq/N/*`` and with the devices that own them.
+
+``/proc/interrupts`` (kernel/irq/proc.c) prints one count column per *online* CPU, then the chip name,
+the hardware IRQ number with the flow handler (``13107201-edge``; ``IR-PCI-MSI-edge`` on kernels < 3.x
+fold both into the chip), then the action names joined by ", ". Rows with 1,152 CPU columns exist
+(PCP's fixture), so the parser never assumes a width: it reads the header.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover_cpu import (
+    cpulist_or_none,
+    cpumask_or_none,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover_devices import BDF_RE, is_read_only_mode
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, parse_int
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
+    from typing import Any, Dict, List, Optional, Tuple
+
+INTERRUPTS = "proc/interrupts"
+_HWIRQ = re.compile(r"^(\d+|0x[0-9a-fA-F]+)(?:-(\w+))?$")
+_NVME_QUEUE = re.compile(r"^nvme(\d+)q(\d+)$")
+_NIC_CONTROL = re.compile(r"async|misc|mbx|aeq|ctrl|cmd|fw|err|ptp", re.IGNORECASE)
+_GPU_NAMES = ("amdgpu", "nvidia")
+_IRQ_FILES = ("smp_affinity_list", "effective_affinity_list", "node")
+_MANAGED_SINCE = (6, 12)
+_COLUMN = 11  # width of one per-CPU count column in /proc/interrupts
+_CPU_HEADER = re.compile(r"^CPU\d+$")
+# Counts never have leading zeros, so this finds exactly the non-zero ones (most are 0: no int() for them).
+_NONZERO_COUNTS = re.compile(r"[1-9][0-9]*").findall
+
+
+def parse_interrupts(text: str) -> Tuple[List[int], List[Dict[str, Any]]]:
+    """``(cpu ids of the columns, rows)``; rows have ``irq`` (int, or the label such as ``"NMI"``),
+    ``counts_total``, ``ncounts``, ``chip``, ``hwirq``, ``name``.
+
+    Raises :class:`ParseError` when the text is not /proc/interrupts (no ``CPUn`` header).
+    """
+    lines = text.splitlines()
+    if not lines:
+        raise ParseError("/proc/interrupts is empty")
+    header = lines[0].split()
+    if not header or not all(_CPU_HEADER.match(h) for h in header):
+        raise ParseError("/proc/interrupts is not valid: it does not start with a 'CPU0 CPU1 ...' header "
+                         "(first line %r)" % lines[0][:80])
+    cpu_ids = [int(h[3:]) for h in header]
+    width = len(cpu_ids)
+    span = _COLUMN * width
+    rows: List[Dict[str, Any]] = []
+    for line in lines[1:]:
+        colon = line.find(":")
+        if colon < 0:
+            continue
+        label = line[:colon].strip()
+        region = line[colon + 1:colon + 1 + span]
+        if label.isdigit() and len(region) == span and (not region[_COLUMN - 1::_COLUMN].strip()
+                                                         or not region[::_COLUMN].strip()):
+            # The kernel prints every count in a fixed 10-digit column ("%10u " or " %10u"; counts are
+            # 32-bit, so never wider): the name starts right after the last column, no split needed.
+            ncounts = width
+            tail = line[colon + 1 + span:]
+            total = sum(map(int, _NONZERO_COUNTS(region))) if region.strip(" 0") else 0
+        else:
+            ncounts, total, tail = _split_counts(line[colon + 1:], width)
+        chip, hwirq, name = _split_tail(tail)
+        rows.append({"irq": int(label) if label.isdigit() else label, "counts_total": total, "ncounts": ncounts,
+                     "chip": chip, "hwirq": hwirq, "name": name})
+    return cpu_ids, rows
+
+
+def _split_counts(rest: str, width: int) -> Tuple[int, int, str]:
+    """(number of counts, their sum, the text after them) for rows that are not fixed-width
+    (``ERR:`` and ``MIS:`` have a single count; per-CPU summary rows end with a description)."""
+    fields = rest.split(None, width)
+    counts = fields[:width]
+    if len(counts) == width and "".join(counts).isdigit():
+        return width, sum(map(int, counts)), fields[width] if len(fields) > width else ""
+    ncounts = 0
+    for field in counts:
+        if not field.isdigit():
+            break
+        ncounts += 1
+    return ncounts, sum(map(int, counts[:ncounts])), " ".join(fields[ncounts:])
+
+
+def _split_tail(tail: str) -> Tuple[Optional[str], Optional[str], str]:
+    """``"IR-PCI-MSI 13107201-edge      mlx5_comp0@pci:0000:19:00.0"`` -> (chip, hwirq, name)."""
+    tail = tail.strip()
+    if not tail:
+        return None, None, ""
+    chip, _, after = tail.partition(" ")
+    after = after.lstrip()
+    token, _, rest = after.partition(" ")
+    match = _HWIRQ.match(token)
+    if match:
+        rest = rest.lstrip()
+        # CONFIG_GENERIC_IRQ_SHOW_LEVEL (arm64) prints "Level"/"Edge" before the name.
+        first, _, remainder = rest.partition(" ")
+        if first in ("Level", "Edge"):
+            rest = remainder.lstrip()
+        return chip, match.group(1), rest
+    return chip, None, after
+
+
+def kernel_version(release: Optional[str]) -> Optional[Tuple[int, int]]:
+    match = re.match(r"^(\d+)\.(\d+)", release or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _owner(row: Dict[str, Any], msi_owner: Dict[int, str], nvme_bdf: Dict[str, Optional[str]],
+           netdev_bdf: Dict[str, Optional[str]]) -> Optional[str]:
+    """The PCI function raising this IRQ: ``msi_irqs/`` first (authoritative), then the BDF the kernel
+    prints in the chip (``IR-PCI-MSIX-0000:31:00.0``, kernels >= 5.x) or in the action name
+    (``mlx5_comp3@pci:0000:41:00.0``), then NVMe queue and netdev names."""
+    owner = msi_owner.get(row["irq"])
+    if owner:
+        return owner
+    for text in (row["chip"] or "", row["name"]):
+        match = BDF_RE.search(text)
+        if match:
+            return match.group(1).lower()
+    name = row["name"]
+    queue = _NVME_QUEUE.match(name)
+    if queue:
+        return nvme_bdf.get("nvme" + queue.group(1))
+    for netdev, bdf in netdev_bdf.items():
+        if bdf and (name.startswith(netdev + "-") or ("-" + netdev + "-") in name):
+            return bdf
+    return None
+
+
+def _kind(name: str, device_class: Optional[str], is_gpu: bool) -> str:
+    queue = _NVME_QUEUE.match(name)
+    if queue:
+        return "nvme_admin" if queue.group(2) == "0" else "nvme_queue"
+    if name.startswith("mlx5_comp"):
+        return "nic_comp"
+    if name.startswith("mlx5_async"):
+        return "nic_async"
+    if is_gpu or name.startswith(_GPU_NAMES):
+        return "gpu"
+    if device_class and device_class.startswith("0x02"):
+        return "nic_async" if _NIC_CONTROL.search(name) else "nic_comp"
+    return "other"
+
+
+def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str],
+              nvme_bdf: Dict[str, Optional[str]], netdev_bdf: Dict[str, Optional[str]],
+              release: Optional[str], warnings: List[str]) -> Optional[List[Dict[str, Any]]]:
+    """IRQ rows with a number; None where the node has no /proc/interrupts."""
+    text = root.read(INTERRUPTS, strip=False)
+    if text is None:
+        return None
+    try:
+        _, rows = parse_interrupts(text)
+    except ParseError as exc:
+        warnings.append(str(exc))
+        return None
+    msi_owner = {irq: dev["bdf"] for dev in pci_devices for irq in dev["msi_irqs"]}
+    class_of = {dev["bdf"]: dev["class"] for dev in pci_devices}
+    gpus = set(gpu_bdfs)
+    version = kernel_version(release)
+    mode_is_truth = version is not None and version >= _MANAGED_SINCE
+    numbered = [row for row in rows if isinstance(row["irq"], int)]
+    root.subdirs("proc/irq")  # resolves every proc/irq/N at once (see Root.subdirs)
+    files = root.read_attrs_many(["proc/irq/%d" % row["irq"] for row in numbered], _IRQ_FILES, _IRQ_FILES[0])
+    irqs: List[Dict[str, Any]] = []
+    for row, (texts, affinity_mode) in zip(numbered, files):
+        number = row["irq"]
+        rel = "proc/irq/%d" % number
+        affinity = cpulist_or_none(texts[0], rel + "/smp_affinity_list", warnings)
+        if texts[0] is None:
+            modes: Dict[str, Optional[int]] = {}
+            mask = root.read_attrs(rel, ("smp_affinity",), modes)["smp_affinity"]
+            affinity = cpumask_or_none(mask, rel + "/smp_affinity", warnings)
+            affinity_mode = modes["smp_affinity"]
+        device = _owner(row, msi_owner, nvme_bdf, netdev_bdf)
+        name = row["name"]
+        kind = _kind(name, class_of.get(device or ""), device in gpus)
+        if is_read_only_mode(affinity_mode) or kind == "nvme_queue":
+            managed: Optional[bool] = True
+        elif kind == "nvme_admin" or (affinity_mode is not None and mode_is_truth):
+            managed = False
+        else:
+            managed = None
+        irqs.append({
+            "irq": number,
+            "chip": row["chip"],
+            "hwirq": row["hwirq"],
+            "name": name,
+            "device": device,
+            "counts_total": row["counts_total"],
+            "smp_affinity_list": affinity,
+            "effective_affinity_list": cpulist_or_none(texts[1], rel + "/effective_affinity_list", warnings),
+            "node": parse_int(texts[2]),
+            "managed": managed,
+            "kind": kind,
+        })
+    irqs.sort(key=lambda r: r["irq"])
+    return irqs

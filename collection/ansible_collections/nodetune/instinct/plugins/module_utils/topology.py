@@ -1,0 +1,129 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Topology discovery: one plain, JSON-serialisable dict describing a node (docs/topology.md, schema 1).
+
+``discover(root)`` is the single entry point shared by the ``topology_facts`` module, the ``nodetune
+discover`` CLI and the Python API. It only reads, through a :class:`Root`, so it is safe against ``/`` and
+against any captured or simulated tree. A missing subsystem is normal (a VM has no GPU, IB or NVMe): its
+list is empty and its name is in ``absent``; what could not be read is in ``warnings``; nothing but an
+unusable root is fatal.
+"""
+
+from __future__ import annotations
+
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover_cpu import (
+    CPU_DIR,
+    read_cpufreq,
+    read_cpuidle,
+    read_cpu_lists,
+    read_cpus,
+    read_numa_nodes,
+    read_smt,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover_devices import (
+    nvme_controllers,
+    read_block_devices,
+    read_gpus,
+    read_ib_devices,
+    read_kfd,
+    read_nics,
+    read_pci_devices,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover_irq import read_irqs
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover_system import (
+    read_iommu,
+    read_irqbalance,
+    read_kernel,
+    read_pcie_aspm,
+    read_sysctls,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root, RootError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
+    from typing import Any, Dict, List, Union
+
+SCHEMA = 1
+# Every name ``absent`` can hold (docs/topology.md).
+ABSENT_NAMES = ("cpus", "cpufreq", "cpuidle", "numa", "pci", "gpus", "infiniband", "nics", "nvme", "irqs", "kfd",
+                "smt_control")
+
+
+def _open_root(root: Union[Root, str]) -> Root:
+    node = root if isinstance(root, Root) else Root(root)
+    if not node.isdir("sys") and not node.isdir("proc"):
+        raise RootError("nodetune_root %r does not look like a node's root file system: it has neither sys/ nor "
+                        "proc/ (point it at '/' or at a captured or simulated node tree)" % node.path, node.path)
+    return node
+
+
+def discover(root: Union[Root, str] = "/") -> Dict[str, Any]:
+    """Read the node under ``root`` and return its Topology.
+
+    Raises :class:`RootError` (a ``NodeFileError``) only when ``root`` is unusable.
+    """
+    node = _open_root(root)
+    warnings: List[str] = []
+
+    cpu_lists = read_cpu_lists(node, warnings)
+    numa_nodes = read_numa_nodes(node, warnings)
+    cpus, cpu_subdirs = read_cpus(node, cpu_lists, numa_nodes, warnings)
+    smt = read_smt(node, cpus, warnings)
+    cpufreq = read_cpufreq(node, cpus, cpu_subdirs, warnings)
+    cpuidle = read_cpuidle(node, cpus, cpu_subdirs)
+
+    pci_devices, pci_dirs = read_pci_devices(node, warnings)
+    pci = {dev["bdf"]: dev for dev in pci_devices}
+    kfd = read_kfd(node)
+    gpus = read_gpus(node, pci_devices, pci_dirs, kfd, numa_nodes, warnings)
+    nics = read_nics(node, pci)
+    ib_devices = read_ib_devices(node, pci, nics)
+    controllers = nvme_controllers(node)
+    block_devices = read_block_devices(node, pci, controllers)
+
+    kernel = read_kernel(node)
+    irqs = read_irqs(node, pci_devices, [gpu["bdf"] for gpu in gpus], controllers,
+                     {nic["name"]: nic["bdf"] for nic in nics}, kernel["release"], warnings)
+
+    present = {
+        "cpus": bool(cpus),
+        "cpufreq": cpufreq["driver"] is not None or bool(cpufreq["governors"]),
+        "cpuidle": bool(cpuidle["states"]),
+        "numa": bool(numa_nodes),
+        "pci": bool(pci_devices),
+        "gpus": bool(gpus),
+        "infiniband": bool(ib_devices),
+        "nics": bool(nics),
+        "nvme": any(dev["kind"] == "nvme" for dev in block_devices),
+        "irqs": bool(irqs),
+        "kfd": kfd is not None,
+        "smt_control": smt["control"] is not None,
+    }
+    return {
+        "schema": SCHEMA,
+        "root": node.path,
+        "cpus": cpus,
+        "cpu_lists": cpu_lists,
+        "smt": smt,
+        "numa_nodes": numa_nodes,
+        "pci_devices": pci_devices,
+        "gpus": gpus,
+        "nics": nics,
+        "ib_devices": ib_devices,
+        "block_devices": block_devices,
+        "irqs": irqs or [],
+        "cpufreq": cpufreq,
+        "cpuidle": cpuidle,
+        "kernel": kernel,
+        "iommu": read_iommu(node),
+        "pcie_aspm": read_pcie_aspm(node),
+        "irqbalance": read_irqbalance(node, warnings),
+        "sysctl": read_sysctls(node),
+        "absent": [name for name in ABSENT_NAMES if not present[name]],
+        "warnings": warnings,
+    }
+
+
+__all__ = ["discover", "SCHEMA", "ABSENT_NAMES", "CPU_DIR"]

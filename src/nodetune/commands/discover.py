@@ -1,0 +1,132 @@
+"""``nodetune discover --root DIR [--json]``: the node's Topology, as JSON or as a short summary.
+
+The ``--json`` path is meant to be scripted at fleet scale, so it imports nothing heavy: only the
+standard library and the collection's discovery code. ``rich`` is imported lazily for the human view.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterable
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
+from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # keep typing out of the --json start-up path
+    from typing import Any
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser = sub.add_parser(
+        "discover",
+        help="read a node's topology (CPUs, NUMA, GPUs, NICs, NVMe, IRQs) from sysfs/procfs",
+        description="Read a node's topology from sysfs/procfs under ROOT (read-only).",
+    )
+    parser.add_argument("--root", default="/", metavar="DIR",
+                        help="the node's root file system: '/' (default) or a captured/simulated node tree")
+    parser.add_argument("--json", action="store_true", help="print the Topology as JSON (docs/topology.md)")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        topology = discover(args.root)
+    except NodeFileError as exc:
+        print(f"nodetune discover: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as exc:  # a bug must not greet the operator with a traceback
+        if os.environ.get("NODETUNE_DEBUG"):
+            raise
+        print(f"nodetune discover: error: discovery of {args.root!r} failed unexpectedly ({type(exc).__name__}: "
+              f"{exc}); set NODETUNE_DEBUG=1 for the traceback and please report it", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.json:
+        sys.stdout.write(json.dumps(topology))
+        sys.stdout.write("\n")
+        return EXIT_OK
+    print_summary(topology)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------- summary
+def _cpulist(cpus: Iterable[int]) -> str:
+    from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
+
+    text = format_cpulist(cpus)
+    return text if text else "-"
+
+
+def summary_lines(topo: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) pairs of the human summary; kept separate from rendering so tests can read them."""
+    cpus = topo["cpus"]
+    online = [c["id"] for c in cpus if c["online"]]
+    packages = {c["package"] for c in cpus if c["package"] is not None}
+    cores = {(c["package"], c["die"], c["core_id"]) for c in cpus if c["core_id"] is not None}
+    smt = topo["smt"]
+    lines = [
+        ("root", topo["root"]),
+        ("CPUs", f"{len(online)} online of {len(cpus)} ({_cpulist(online)})" if cpus else "none found"),
+        ("cores/sockets", f"{len(cores)} cores, {len(packages)} sockets, {smt['threads_per_core'] or '?'} threads "
+                          f"per core, SMT control {smt['control'] or 'n/a'}"),
+    ]
+    nodes = topo["numa_nodes"]
+    lines.append(("NUMA nodes", str(len(nodes)) if nodes else "none exposed"))
+    for n in nodes:
+        memory = f", {n['memory_kb'] // 1048576} GiB" if n["memory_kb"] else ""
+        cpus_text = f"{len(n['cpus'])} CPUs: {_cpulist(n['cpus'])}" if n["has_cpus"] else "no CPUs (memory only)"
+        lines.append((f"  node{n['id']}", cpus_text + memory))
+    gpus = topo["gpus"]
+    if gpus:
+        lines.append(("GPUs", "; ".join(
+            f"{g['bdf']} {g['vendor']}" + (f" {g['name']}" if g["name"] else "") + f" node {g['numa_node']}"
+            + (f" ({g['partitions']} partitions)" if g["partitions"] > 1 else "")
+            for g in gpus)))
+    nics = topo["nics"]
+    if nics:
+        lines.append(("NICs", "; ".join(
+            f"{n['name']} {n['type']} mtu {n['mtu']} node {n['numa_node']}"
+            + (f" ipoib {n['ipoib_mode']}" if n["ipoib_mode"] else "")
+            for n in nics)))
+    ports = [(d, p) for d in topo["ib_devices"] for p in d["ports"]]
+    if topo["ib_devices"]:
+        lines.append(("IB ports", "; ".join(
+            f"{d['name']}/{p['port']} {p['state']} {p['rate']}" for d, p in ports) or "HCAs without ports"))
+    nvme = [b for b in topo["block_devices"] if b["kind"] == "nvme"]
+    if nvme:
+        lines.append(("NVMe", "; ".join(
+            f"{b['name']} node {b['numa_node']} sched {b['scheduler']} nr_requests {b['nr_requests']} "
+            f"hw queues {b['hw_queues']}" for b in nvme)))
+    irqs = topo["irqs"]
+    if irqs:
+        managed = sum(1 for i in irqs if i["managed"])
+        nic = sum(1 for i in irqs if i["kind"] == "nic_comp")
+        lines.append(("IRQs", f"{len(irqs)} ({nic} NIC completion, {managed} managed)"))
+    lines.append(("absent", ", ".join(topo["absent"]) or "nothing"))
+    if topo["warnings"]:
+        lines.append(("warnings", f"{len(topo['warnings'])} (see --json)"))
+    return lines
+
+
+def print_summary(topo: dict[str, Any]) -> None:
+    lines = summary_lines(topo)
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # pragma: no cover - rich is a dependency, but plain text is fine too
+        for label, text in lines:
+            print(f"{label + ':':<14} {text}")
+        return
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for label, text in lines:
+        table.add_row(label, text)
+    Console().print(table)
