@@ -23,6 +23,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import for
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import CPULIST, LINE, SERVICE, Setting
 
 AREA = "irq"
+ROLE = "irq_affinity"
 MODES = ("disable", "ban", "leave")
 VARIABLES = ("nodetune_irqbalance_mode", "nodetune_irq_pin_nic", "nodetune_os_family")
 UNIT = "irqbalance.service"
@@ -38,7 +39,8 @@ def irqbalance_config_file(ctx: Context, family: str) -> str:
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
-    unknown_keys(ctx, config, VARIABLES, AREA)
+    # The role (and its enable toggle, nodetune_irq_affinity_enabled) is named irq_affinity; the check ids are irq.*
+    unknown_keys(ctx, config, VARIABLES, ROLE)
     mode = want_str(ctx, config, "nodetune_irqbalance_mode", MODES) or "disable"
     pin = want_bool(ctx, config, "nodetune_irq_pin_nic", True)
     family = want_str(ctx, config, "nodetune_os_family") or "Debian"

@@ -3,11 +3,14 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Persistence across reboot without tuned: sysctl.d, udev rules, and a boot-time restore of runtime settings.
 
-Sysctls go to ``/etc/sysctl.d/90-nodetune.conf`` (systemd-sysctl applies it at boot), NVMe queue settings to a udev
-rule (applied whenever a namespace appears), nvme module options to modprobe.d (nvme area). Everything else that a
-reboot resets (SMT, IRQ affinity, governor, EPP, idle states, IPoIB MTU) is listed in
-``/etc/nodetune/boot-restore.json`` and re-applied at boot by the ``nodetune-restore.service`` oneshot, which runs a
-small stdlib-only script: no Ansible needed on the node at boot.
+Sysctls go to ``/etc/sysctl.d/90-nodetune-<area>.conf`` (systemd-sysctl applies it at boot), NVMe queue settings to
+a udev rule (applied whenever a namespace appears), nvme module options to modprobe.d (nvme area). Everything else
+that a reboot resets (SMT, IRQ affinity, governor, EPP, idle states, IPoIB MTU) is listed in
+``/etc/nodetune/boot-restore.d/<area>.json`` and re-applied at boot by the ``nodetune-restore.service`` oneshot,
+which runs a small stdlib-only script: no Ansible needed on the node at boot.
+
+One file per area, because a run may tune some areas only (``--tags nvme``): rewriting one shared file from a
+partial run would drop the other areas' entries.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.area_common impo
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import FILE, SERVICE, Setting
 
 AREA = "persist"
-SYSCTL_FILE = "etc/sysctl.d/90-nodetune.conf"
+SYSCTL_FILE = "etc/sysctl.d/90-nodetune-%s.conf"  # % area
 UDEV_FILE = "etc/udev/rules.d/60-nodetune-nvme.rules"
-STATE_FILE = "etc/nodetune/boot-restore.json"
+STATE_DIR = "etc/nodetune/boot-restore.d"
+STATE_FILE = STATE_DIR + "/%s.json"  # % area
 SCRIPT_FILE = "usr/local/sbin/nodetune-restore"
 UNIT = "nodetune-restore.service"
 UNIT_FILE = "etc/systemd/system/" + UNIT
@@ -30,8 +34,9 @@ HEADER = "# Managed by nodetune. Local changes are reported as drift and overwri
 RESTORE_SCRIPT = '''#!/usr/bin/python3
 """nodetune-restore: re-apply the runtime settings nodetune tuned, at boot (rendered by nodetune).
 
-Reads /etc/nodetune/boot-restore.json and writes each value in order. Kernel-managed IRQs and missing
-devices are reported and skipped; the exit status is 1 when any write failed.
+Reads every /etc/nodetune/boot-restore.d/*.json (one per tuned area) and writes each value in dependency
+order (SMT before IRQ affinity, governor before EPP). Kernel-managed IRQs and missing devices are reported and
+skipped; the exit status is 1 when any write failed.
 """
 import json
 import os
@@ -40,10 +45,15 @@ import sys
 
 def main(argv):
     root = argv[argv.index("--root") + 1] if "--root" in argv else "/"
-    with open(os.path.join(root, "%(state)s")) as handle:
-        state = json.load(handle)
+    state_dir = os.path.join(root, "%(state)s")
+    items = []
+    for name in sorted(os.listdir(state_dir)):
+        if name.endswith(".json"):
+            with open(os.path.join(state_dir, name)) as handle:
+                items.extend(json.load(handle)["settings"])
+    items.sort(key=lambda item: (item.get("order", 90), item["id"], item["target"]))
     failed = 0
-    for item in state["settings"]:
+    for item in items:
         path = os.path.join(root, item["path"])
         try:
             with open(path, "w") as handle:
@@ -51,19 +61,19 @@ def main(argv):
         except OSError as exc:
             failed += 1
             sys.stderr.write("nodetune-restore: %%s[%%s] %%s: %%s\\n" %% (item["id"], item["target"], path, exc))
-    sys.stdout.write("nodetune-restore: %%d settings, %%d failed\\n" %% (len(state["settings"]), failed))
+    sys.stdout.write("nodetune-restore: %%d settings, %%d failed\\n" %% (len(items), failed))
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-''' % {"state": STATE_FILE}
+''' % {"state": STATE_DIR}
 
 UNIT_TEXT = HEADER + """[Unit]
 Description=nodetune: restore runtime tuning (SMT, IRQ affinity, cpufreq, idle states, IPoIB MTU)
 After=systemd-udev-settle.service network-pre.target
 Before=network.target irqbalance.service
-ConditionPathExists=/%s
+ConditionDirectoryNotEmpty=/%s
 
 [Service]
 Type=oneshot
@@ -72,29 +82,36 @@ ExecStart=/%s
 
 [Install]
 WantedBy=multi-user.target
-""" % (STATE_FILE, SCRIPT_FILE)
+""" % (STATE_DIR, SCRIPT_FILE)
+
+
+def _by_area(settings: List[Setting]) -> Dict[str, List[Setting]]:
+    groups: Dict[str, List[Setting]] = {}
+    for setting in settings:
+        groups.setdefault(setting.area, []).append(setting)
+    return groups
 
 
 def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List[Setting]:
     out: List[Setting] = []
-    sysctls = [s for s in settings if s.persist == "sysctl.d"]
-    if sysctls:
+    for area, sysctls in sorted(_by_area([s for s in settings if s.persist == "sysctl.d"]).items()):
         body = "".join("%s = %s\n" % (s.target, " ".join(s.value.split()))
                        for s in sorted(sysctls, key=lambda s: s.target))
-        out.append(Setting("persist.sysctl_d", "sysctl.d", SYSCTL_FILE, HEADER + body, kind=FILE, compare="content",
-                           area=AREA, reason="systemd-sysctl applies these at boot"))
+        out.append(Setting("persist.sysctl_d", area, SYSCTL_FILE % area, HEADER + body, kind=FILE,
+                           compare="content", area=AREA, reason="systemd-sysctl applies these at boot"))
     udev = _udev_rules([s for s in settings if s.persist == "udev"])
     if udev:
         out.append(Setting("persist.udev", "nvme", UDEV_FILE, HEADER + udev, kind=FILE, compare="content", area=AREA,
                            reason="udev applies the NVMe queue settings whenever a namespace appears"))
-    runtime = [s for s in settings if s.persist == "boot_restore"]
-    if runtime:
+    runtime = _by_area([s for s in settings if s.persist == "boot_restore"])
+    for area, group in sorted(runtime.items()):
         state = {"version": 1, "settings": [
-            {"id": s.id, "target": s.target, "path": s.path, "value": s.value}
-            for s in sorted(runtime, key=lambda s: (s.order, s.id, s.target))]}
-        out.append(Setting("persist.boot_restore", "state", STATE_FILE, json.dumps(state, indent=1) + "\n",
-                           kind=FILE, compare="content", area=AREA, mode=0o644,
+            {"id": s.id, "target": s.target, "path": s.path, "value": s.value, "order": s.order}
+            for s in sorted(group, key=lambda s: (s.order, s.id, s.target))]}
+        out.append(Setting("persist.boot_restore", "state:" + area, STATE_FILE % area,
+                           json.dumps(state, indent=1) + "\n", kind=FILE, compare="content", area=AREA, mode=0o644,
                            reason="runtime settings a reboot resets, re-applied by nodetune-restore.service"))
+    if runtime:
         out.append(Setting("persist.boot_restore", "script", SCRIPT_FILE, RESTORE_SCRIPT, kind=FILE,
                            compare="content", area=AREA, mode=0o755, reason="the boot-time restore program"))
         out.append(Setting("persist.boot_restore", "unit", UNIT_FILE, UNIT_TEXT, kind=FILE, compare="content",

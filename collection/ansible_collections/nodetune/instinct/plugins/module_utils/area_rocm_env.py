@@ -25,6 +25,15 @@ AREA = "rocm_env"
 VARIABLES = ("nodetune_rocm_env", "nodetune_rocm_env_policy", "nodetune_rocm_profile_file",
              "nodetune_rocm_rccl_conf_file", "nodetune_rocm_env_file")
 _NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+# Interface / HCA lists as NCCL parses them: optional '^' (exclude) and '=' (exact match) prefixes, then
+# comma-separated names, each with an optional ':port' (NCCL_IB_HCA=mlx5_0:1,mlx5_1:1).
+_IFACE_LIST = re.compile(r"^\^?=?[A-Za-z0-9_.\-]+(:[0-9]+)?(,[A-Za-z0-9_.\-]+(:[0-9]+)?)*$")
+INTERFACE_VARIABLES = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+PATH_VARIABLES = (
+    ("nodetune_rocm_profile_file", "etc/profile.d/nodetune-rocm.sh"),
+    ("nodetune_rocm_rccl_conf_file", "etc/rccl.conf"),
+    ("nodetune_rocm_env_file", "etc/nodetune/rocm.env"),
+)
 
 # Names from the articles that nothing reads: -> the real name, or None ("has no effect").
 WRONG_NAMES = {
@@ -72,6 +81,11 @@ def check_names(ctx: Context, env: Dict[str, Any], policy: str) -> Dict[str, str
         if "\n" in text or "\x00" in text:
             ctx.error("nodetune_rocm_env['%s'] contains a newline or NUL byte" % name)
             continue
+        if name in INTERFACE_VARIABLES and not _IFACE_LIST.match(text):
+            ctx.error("nodetune_rocm_env['%s']=%s is not valid: expected interface or HCA names (letters, digits, "
+                      "'_', '.', '-', optional ':port'), comma-separated, with an optional '^' (exclude) or '=' "
+                      "(exact) prefix, e.g. 'ib0,ib1' or 'mlx5_0:1,mlx5_1:1'" % (name, describe(value)))
+            continue
         if name in WRONG_NAMES:
             real = WRONG_NAMES[name]
             if real:
@@ -88,6 +102,19 @@ def check_names(ctx: Context, env: Dict[str, Any], policy: str) -> Dict[str, str
     return good
 
 
+def file_path(ctx: Context, config: Dict[str, Any], name: str, default: str) -> str:
+    """A file the area writes: an absolute, normalised path (it is written inside nodetune_root)."""
+    value = want_str(ctx, config, name)
+    if value is None:
+        return default
+    parts = value.split("/")
+    if not value.startswith("/") or ".." in parts or "." in parts or "" in parts[1:] or "\x00" in value:
+        ctx.error("%s=%s is not valid: expected an absolute, normalised file path such as '/%s' (no '..', '.' "
+                  "or '//'; nodetune writes it inside nodetune_root)" % (name, describe(value), default))
+        return default
+    return value
+
+
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
     unknown_keys(ctx, config, VARIABLES, AREA)
     policy = want_str(ctx, config, "nodetune_rocm_env_policy", ("error", "warn")) or "error"
@@ -99,9 +126,10 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
     if not good:
         return []
     header = "# Managed by nodetune (rocm_env area). Local changes are reported as drift and overwritten.\n"
-    profile = want_str(ctx, config, "nodetune_rocm_profile_file") or "etc/profile.d/nodetune-rocm.sh"
-    rccl_conf = want_str(ctx, config, "nodetune_rocm_rccl_conf_file") or "etc/rccl.conf"
-    env_file = want_str(ctx, config, "nodetune_rocm_env_file") or "etc/nodetune/rocm.env"
+    errors_before = len(ctx.errors)
+    profile, rccl_conf, env_file = [file_path(ctx, config, name, default) for name, default in PATH_VARIABLES]
+    if len(ctx.errors) > errors_before:
+        return []
     script = header + "".join("export %s=%s\n" % (k, shell_quote(v)) for k, v in sorted(good.items()))
     # /etc/rccl.conf: RCCL reads KEY=VALUE lines and never overrides the environment; NCCL_/RCCL_ names only.
     rccl = header + "".join("%s=%s\n" % (k, v) for k, v in sorted(good.items())

@@ -145,7 +145,12 @@ def check_shape(settings: List[Setting]) -> None:
             errors.append("%s: NUL byte in path or value" % setting.uid)
         if setting.kind == ATTR and "\n" in setting.value.strip():
             errors.append("%s: a kernel attribute value cannot span lines: %r" % (setting.uid, setting.value))
-        key = setting.path if setting.kind != LINE else "%s:%s" % (setting.path, setting.key)
+        if setting.kind == SERVICE:  # services have no path: the unit is the thing set
+            key = "service:" + setting.target
+        elif setting.kind == LINE:
+            key = "%s:%s" % (setting.path, setting.key)
+        else:
+            key = setting.path
         other = seen.get(key)
         if other is not None and other.value != setting.value:
             errors.append("%s and %s both set %s to different values (%r, %r)"
