@@ -58,6 +58,14 @@ options:
     description: Seconds to wait for another nodetune run on the same node to finish.
     type: int
     default: 30
+  bios:
+    description:
+      - The bios_check role's variables (C(nodetune_bios_*), collected in C(nodetune_bios)). With I(state=present)
+        the BIOS-level checks run read-only before anything is written; drifting findings are warnings with
+        C(nodetune_bios_policy=warn) (the default) and make the module fail before any write with
+        C(nodetune_bios_policy=fail). An empty mapping skips them (M(nodetune.instinct.verify) reports them).
+    type: dict
+    default: {}
 attributes:
   check_mode:
     support: full
@@ -130,6 +138,11 @@ notes:
   type: list
   elements: str
   returned: state=present
+bios:
+  description: BIOS-level findings in status drift (see M(nodetune.instinct.verify) for the ids).
+  type: list
+  elements: dict
+  returned: when O(bios) is set and state=present
 journal:
   description: Path of the journal under the root.
   type: str
@@ -138,12 +151,28 @@ journal:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import bios as bios_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils import services as services_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError
 from ansible_collections.nodetune.instinct.plugins.module_utils.node import layout_summary, load
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
+
+
+def check_bios(module, state, config):
+    """BIOS-level findings before any write: fail (policy fail) or warn (policy warn) on drift."""
+    if not config:
+        return []
+    drift = [f.to_dict() for f in bios_mod.check(state.topology, state.layout, config) if f.status == "drift"]
+    lines = ["%s[%s]: expected %s, found %s (%s)" % (f["id"], f["target"], f["expected"], f["actual"], f["remedy"])
+             for f in drift]
+    if drift and bios_mod.policy(config) == "fail":
+        module.fail_json(msg="nodetune_bios_policy is 'fail' and %d BIOS-level check(s) drift, nothing was written: %s"
+                         % (len(drift), "; ".join(lines)), bios=drift)
+    for line in lines:
+        module.warn("BIOS-level check: " + line)
+    return drift
 
 
 def main():
@@ -155,6 +184,7 @@ def main():
             state=dict(type="str", choices=["present", "reverted"], default="present"),
             return_layout=dict(type="bool", default=False),
             lock_timeout=dict(type="int", default=30),
+            bios=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
@@ -170,6 +200,7 @@ def main():
                                    services=services_mod.for_root(root, run_command))
             module.exit_json(**result)
         state = load(params["root"], params["areas"], params["policy"], run_command)
+        bios_drift = check_bios(module, state, params["bios"])
         result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services)
     except SettingError as exc:
         module.fail_json(msg="nodetune refused the settings, nothing was written: " + "; ".join(exc.errors),
@@ -183,12 +214,17 @@ def main():
         module.fail_json(msg=str(exc))
     except NodeFileError as exc:
         module.fail_json(msg="nodetune: %s" % exc, path=exc.path)
+    except bios_mod.BiosConfigError as exc:
+        module.fail_json(msg="nodetune refused the bios_check variables, nothing was written: " + "; ".join(exc.errors),
+                         errors=exc.errors)
 
     if not module._diff:
         result.pop("diff", None)
     result["settings"] = len(state.settings)
     result["layout"] = state.layout if params["return_layout"] else layout_summary(state.layout)
     result["notes"] = state.context.notes
+    if params["bios"]:
+        result["bios"] = bios_drift
     for warning in state.context.warnings + list(state.layout.get("warnings") or []):
         module.warn(warning)
     module.exit_json(**result)

@@ -1,0 +1,249 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Health findings that ride along with verify: GPU temperature and power, IB ports, NVMe PCIe links.
+
+Not settings nodetune owns, but the things an operator wants to see in the same report: a hot or power-hungry GPU,
+an InfiniBand port that is down or trained at a lower rate, an NVMe drive whose link came up narrower or slower than
+it can run. The thresholds default to the source articles' alerts (GPU above 85 C or 300 W); MI300X boards are rated
+up to 750 W, so raise ``nodetune_health_gpu_power_max_w`` on them.
+
+Units (Documentation/hwmon/sysfs-interface.rst): ``temp*_input`` in millidegrees Celsius, ``power1_average`` and
+``power1_input`` in microwatts. The GPU's hwmon directory comes from the Topology (``gpus[].hwmon``).
+
+Check ids: ``health.gpu_temp``, ``health.gpu_power``, ``health.ib_port``, ``health.pcie_link``. GPU and NIC links
+are checked by ``bios.pcie_link`` (bios.py); ``health.pcie_link`` covers the NVMe drives with the same code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
+    describe,
+    unknown_keys,
+    want_bool,
+    want_list,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.bios import pcie_link_findings
+from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
+    DRIFT,
+    NOT_APPLICABLE,
+    OK,
+    UNSUPPORTED,
+    Finding,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+
+SOURCE = "health"
+AREA = "health"
+CHECKS = ("gpu_temp", "gpu_power", "ib_port", "pcie_link")
+DEFAULT_TEMP_MAX_C = 85.0
+DEFAULT_POWER_MAX_W = 300.0
+VARIABLES = ("nodetune_health_checks", "nodetune_health_gpu_temp_max_c", "nodetune_health_gpu_power_max_w",
+             "nodetune_health_ib_rate_min_gbps")
+
+
+class HealthConfigError(ValueError):
+    """The nodetune_health_* variables are invalid; ``errors`` lists every problem."""
+
+    def __init__(self, errors: List[str]) -> None:
+        self.errors = list(errors)
+        super().__init__("; ".join(self.errors))
+
+
+class _Errors(object):
+    def __init__(self) -> None:
+        self.errors: List[str] = []
+
+    def error(self, message: str) -> None:
+        self.errors.append(message)
+
+
+def _number(ctx: Any, config: Dict[str, Any], name: str, default: Optional[float], what: str) -> Optional[float]:
+    value = config.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        ctx.error("%s=%s is not valid: expected %s" % (name, describe(value), what))
+        return default
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        ctx.error("%s=%s is not valid: expected %s" % (name, describe(value), what))
+        return default
+    if number <= 0:
+        ctx.error("%s=%s is not valid: expected %s greater than 0" % (name, describe(value), what))
+        return default
+    return number
+
+
+def validate_config(config: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The health thresholds, checked and with defaults; raises HealthConfigError listing every problem."""
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise HealthConfigError(["health must be a mapping of the nodetune_health_* variables, got %s"
+                                 % describe(config)])
+    ctx: Any = _Errors()  # area_common's validators only call ctx.error()
+    unknown_keys(ctx, config, VARIABLES, AREA)
+    out: Dict[str, Any] = {
+        "enabled": want_bool(ctx, config, "nodetune_health_enabled", True),
+        "temp_max_c": _number(ctx, config, "nodetune_health_gpu_temp_max_c", DEFAULT_TEMP_MAX_C, "degrees Celsius"),
+        "power_max_w": _number(ctx, config, "nodetune_health_gpu_power_max_w", DEFAULT_POWER_MAX_W, "watts"),
+        "ib_rate_min_gbps": _number(ctx, config, "nodetune_health_ib_rate_min_gbps", None, "Gb/s (or null)"),
+    }
+    if config.get("nodetune_health_checks") is None:
+        out["checks"] = list(CHECKS)
+    else:
+        listed = want_list(ctx, config, "nodetune_health_checks")
+        bad = [c for c in listed if c not in CHECKS]
+        if bad:
+            ctx.error("nodetune_health_checks has unknown check%s %s: valid checks are %s"
+                      % ("s" if len(bad) > 1 else "", ", ".join(describe(c) for c in bad), ", ".join(CHECKS)))
+        out["checks"] = [c for c in CHECKS if c in listed]
+    if ctx.errors:
+        raise HealthConfigError(ctx.errors)
+    return out
+
+
+def _na(check: str, why: str) -> Finding:
+    return Finding("health." + check, "-", "-", "-", NOT_APPLICABLE, severity="info", remedy=why, source=SOURCE)
+
+
+def _unsupported(check: str, target: str, why: str) -> Finding:
+    return Finding("health." + check, target, "-", "-", UNSUPPORTED, severity="info", remedy=why, source=SOURCE)
+
+
+def _read_number(root: Root, rel: str) -> Optional[int]:
+    text = root.read(rel)
+    if text is None:
+        return None
+    try:
+        return int(text.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def gpu_temperatures(root: Root, hwmon: str) -> List[Tuple[str, float]]:
+    """(label, degrees C) of every ``tempN_input`` of one hwmon dir (amdgpu: edge, junction, mem)."""
+    out = []
+    names = root.listdir(hwmon)
+    for name in names:
+        if not (name.startswith("temp") and name.endswith("_input")):
+            continue
+        millideg = _read_number(root, "%s/%s" % (hwmon, name))
+        if millideg is None:
+            continue
+        index = name[len("temp"):-len("_input")]
+        label = root.read("%s/temp%s_label" % (hwmon, index)) or "temp%s" % index
+        out.append((label, millideg / 1000.0))
+    return out
+
+
+def gpu_power(root: Root, hwmon: str) -> Optional[Tuple[str, float]]:
+    """(file, watts): ``power1_average`` (MI200) else ``power1_input`` (MI300X reports the current power)."""
+    for name in ("power1_average", "power1_input"):
+        microwatts = _read_number(root, "%s/%s" % (hwmon, name))
+        if microwatts is not None:
+            return name, microwatts / 1e6
+    return None
+
+
+def check_gpu_temp(root: Root, topology: Dict[str, Any], cfg: Dict[str, Any]) -> List[Finding]:
+    gpus = topology.get("gpus") or []
+    if not gpus:
+        return [_na("gpu_temp", "no GPU on this node")]
+    limit = cfg["temp_max_c"]
+    findings = []
+    for gpu in gpus:
+        hwmon = gpu.get("hwmon")
+        temps = gpu_temperatures(root, hwmon) if hwmon else []
+        if not temps:
+            findings.append(_unsupported("gpu_temp", gpu["bdf"], "no hwmon temperature for this GPU (driver not "
+                                                                  "loaded, or a virtual function)"))
+            continue
+        label, hottest = max(temps, key=lambda item: item[1])
+        good = hottest <= limit
+        findings.append(Finding(
+            "health.gpu_temp", gpu["bdf"], "<= %g C" % limit, "%.1f C (%s)" % (hottest, label),
+            OK if good else DRIFT, severity="high", source=SOURCE,
+            remedy="" if good else "the GPU runs above %g C: check airflow, fan policy and inlet temperature; "
+                                   "sustained heat throttles clocks" % limit))
+    return findings
+
+
+def check_gpu_power(root: Root, topology: Dict[str, Any], cfg: Dict[str, Any]) -> List[Finding]:
+    gpus = topology.get("gpus") or []
+    if not gpus:
+        return [_na("gpu_power", "no GPU on this node")]
+    limit = cfg["power_max_w"]
+    findings = []
+    for gpu in gpus:
+        hwmon = gpu.get("hwmon")
+        reading = gpu_power(root, hwmon) if hwmon else None
+        if reading is None:
+            findings.append(_unsupported("gpu_power", gpu["bdf"], "no hwmon power1_average/power1_input for this GPU "
+                                                                   "(on MI250 only one GCD of each OAM reports it)"))
+            continue
+        source, watts = reading
+        good = watts <= limit
+        findings.append(Finding(
+            "health.gpu_power", gpu["bdf"], "<= %g W" % limit, "%.1f W (%s)" % (watts, source),
+            OK if good else DRIFT, severity="medium", source=SOURCE,
+            remedy="" if good else "the GPU draws more than %g W (the articles' alert): normal under full load for "
+                                   "boards rated higher (MI300X: up to 750 W), so raise "
+                                   "nodetune_health_gpu_power_max_w there; otherwise check the power cap "
+                                   "(power1_cap) and the workload" % limit))
+    return findings
+
+
+def check_ib_ports(topology: Dict[str, Any], cfg: Dict[str, Any]) -> List[Finding]:
+    ports = [(dev["name"], port) for dev in topology.get("ib_devices") or [] for port in dev.get("ports") or []]
+    if not ports:
+        return [_na("ib_port", "no InfiniBand/RDMA port on this node")]
+    minimum = cfg["ib_rate_min_gbps"]
+    findings = []
+    for hca, port in ports:
+        state, phys, rate = port.get("state"), port.get("phys_state"), port.get("rate_gbps")
+        problems = []
+        if state != "ACTIVE":
+            problems.append("port state is %s: check the cable and the subnet manager (a port stays INIT until the "
+                            "SM configures it)" % (state or "unknown"))
+        if phys is not None and phys != "LinkUp":
+            problems.append("physical state is %s: no link (cable, transceiver, switch port)" % phys)
+        if minimum is not None and (rate is None or rate < minimum):
+            problems.append("rate %s is below nodetune_health_ib_rate_min_gbps=%g: a lane or speed downgrade "
+                            "(cable, transceiver)" % (port.get("rate") or "unknown", minimum))
+        expected = "ACTIVE, LinkUp" + (", >= %g Gb/sec" % minimum if minimum is not None else "")
+        actual = "%s, %s, %s" % (state or "unknown", phys or "unknown", port.get("rate") or "unknown rate")
+        findings.append(Finding(
+            "health.ib_port", "%s/%s" % (hca, port.get("port")), expected, actual,
+            DRIFT if problems else OK, severity="high", source=SOURCE,
+            remedy="; ".join(problems) + ("; waive it (id health.ib_port) if the port is unused" if problems else "")))
+    return findings
+
+
+def nvme_devices(topology: Dict[str, Any]) -> List[Tuple[str, Dict[str, Any]]]:
+    pci = dict((dev["bdf"], dev) for dev in topology.get("pci_devices") or [] if dev.get("bdf"))
+    bdfs = sorted(set(b["bdf"] for b in topology.get("block_devices") or []
+                      if b.get("kind") == "nvme" and b.get("bdf") in pci))
+    return [("NVMe", pci[bdf]) for bdf in bdfs]
+
+
+def check(root: Root, topology: Dict[str, Any], config: Optional[Dict[str, Any]]) -> List[Finding]:
+    """Every enabled health check of one node; raises HealthConfigError on invalid variables. Never writes."""
+    cfg = validate_config(config)
+    if not cfg["enabled"]:
+        return []
+    findings: List[Finding] = []
+    for name in cfg["checks"]:
+        if name == "gpu_temp":
+            findings += check_gpu_temp(root, topology, cfg)
+        elif name == "gpu_power":
+            findings += check_gpu_power(root, topology, cfg)
+        elif name == "ib_port":
+            findings += check_ib_ports(topology, cfg)
+        elif name == "pcie_link":
+            findings += pcie_link_findings(nvme_devices(topology), "health.pcie_link", SOURCE, "NVMe drive")
+    return findings
