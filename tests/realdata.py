@@ -91,3 +91,112 @@ def read_bz2_text(rel: str) -> str:
 def cleanup() -> None:
     if _tmp is not None:
         shutil.rmtree(_tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ roots built around partial captures
+KFD_ARCHIVE = "rocm-kfd-mi300x-cpx-2s-epyc/topo-mi300-cpx.tar.gz"
+KFD_INNER = "testdata/topo-mi300-cpx/topology"
+PCP_INTERRUPTS = "pcp-interrupts-1152cpu/interrupts-1152cpu-x86_64.bz2"
+PROMETHEUS_TTAR = "prometheus-procfs-fixtures/fixtures.ttar"
+_built: dict[str, Path] = {}
+
+
+def kfd_root() -> Path:
+    """A node root holding only the ROCm KFD capture, placed where the kernel puts it
+    (``<root>/sys/class/kfd/kfd/topology``); copied, because a link out of the root would be re-anchored."""
+    if "kfd" not in _built:
+        require_real()
+        root = _tmpdir() / "kfd-root"
+        dest = root / "sys/class/kfd/kfd"
+        dest.mkdir(parents=True)
+        prefix = KFD_INNER.rsplit("/", 1)[0] + "/"  # extract testdata/topo-mi300-cpx/topology as .../kfd/topology
+        with tarfile.open(REAL_DIR / KFD_ARCHIVE) as tar:
+            members = []
+            for member in tar.getmembers():
+                if member.name.startswith(prefix):
+                    member.name = member.name[len(prefix):]
+                    members.append(member)
+            tar.extractall(dest, members=members, filter="data")
+        _built["kfd"] = root
+    return _built["kfd"]
+
+
+def pcp_interrupts_root() -> Path:
+    """A node root whose only file is PCP's 1,152-CPU /proc/interrupts."""
+    if "pcp" not in _built:
+        root = _tmpdir() / "pcp-root"
+        (root / "proc").mkdir(parents=True)
+        (root / "proc/interrupts").write_text(read_bz2_text(PCP_INTERRUPTS))
+        _built["pcp"] = root
+    return _built["pcp"]
+
+
+def _ttar_content(lines: list[str]) -> bytes:
+    """Undo ttar's escaping: NULLBYTE is a NUL, a trailing EOF means "no final newline"."""
+    text = "\n".join(lines) + "\n"
+    if text.endswith("EOF\n") and not text.endswith("\\EOF\n"):
+        text = text[: -len("EOF\n")]
+    text = text.replace("\\NULLBYTE", "\x01NB\x01").replace("NULLBYTE", "\x00").replace("\x01NB\x01", "NULLBYTE")
+    text = text.replace("\\EOF", "EOF")
+    return text.encode("utf-8", "surrogateescape")
+
+
+def extract_ttar(archive: str, dest: Path) -> Path:
+    """Expand a prometheus/procfs text archive (format in prometheus-procfs-fixtures/SOURCE.md) into ``dest``.
+
+    Paths are kept inside ``dest`` (an entry that would escape is an error); symlinks are created as
+    written, absolute ones included: the Root layer must keep them inside the root.
+    """
+    lines = real_file(archive).read_text("utf-8", "surrogateescape").split("\n")
+    base = dest.resolve()
+    index = 0
+
+    def target(rel: str) -> Path:
+        path = (base / rel).resolve() if ".." in rel.split("/") else base / rel
+        if base not in path.parents and path != base:
+            raise AssertionError(f"ttar entry {rel!r} escapes {base}")
+        return path
+
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        if line.startswith("Directory: "):
+            target(line[len("Directory: "):]).mkdir(parents=True, exist_ok=True)
+        elif line.startswith("Path: "):
+            path = target(line[len("Path: "):])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            kind = lines[index]
+            index += 1
+            if kind.startswith("SymlinkTo: "):
+                if path.is_symlink() or path.exists():
+                    path.unlink()
+                path.symlink_to(kind[len("SymlinkTo: "):])
+            elif kind.startswith("Lines: "):
+                count = int(kind[len("Lines: "):])
+                path.write_bytes(_ttar_content(lines[index:index + count]) if count else b"")
+                index += count
+                if index < len(lines) and lines[index].startswith("Mode: "):
+                    path.chmod(int(lines[index][len("Mode: "):], 8))
+                    index += 1
+            else:
+                raise AssertionError(f"ttar: unexpected line {kind!r} after {line!r}")
+    return dest
+
+
+def prometheus_root() -> Path:
+    """The prometheus/procfs fixtures as a node root (a composite of many machines: parse-only value)."""
+    if "prometheus" not in _built:
+        dest = _tmpdir() / "prometheus"
+        dest.mkdir()
+        extract_ttar(PROMETHEUS_TTAR, dest)
+        _built["prometheus"] = dest / "fixtures"
+    return _built["prometheus"]
+
+
+def all_roots() -> dict[str, Path]:
+    """Every capture in the shared folder as a node root (the named ones plus the partial captures)."""
+    roots = {name: capture_root(name) for name in sorted(CAPTURES)}
+    roots["rocm-kfd"] = kfd_root()
+    roots["pcp-interrupts"] = pcp_interrupts_root()
+    roots["prometheus"] = prometheus_root()
+    return roots

@@ -176,8 +176,9 @@ def read_kfd(root: Root) -> Optional[Dict[int, Dict[str, Any]]]:
         rel = KFD_NODES_DIR + "/" + name
         texts = root.read_attrs(rel, ("properties", "gpu_id"))
         links: List[Tuple[int, int]] = []
-        for link in root.listdir(rel + "/io_links"):
-            props = parse_key_value(root.read("%s/io_links/%s/properties" % (rel, link)))
+        link_dirs = ["%s/io_links/%s" % (rel, link) for link in root.subdirs(rel + "/io_links")]
+        for (link_texts, _) in root.read_attrs_many(link_dirs, ("properties",)):
+            props = parse_key_value(link_texts[0])
             link_type, node_to = parse_int(props.get("type")), parse_int(props.get("node_to"))
             if link_type is not None and node_to is not None:
                 links.append((link_type, node_to))

@@ -201,11 +201,19 @@ class Root(object):
         return self._resolve(rel)
 
     # ---------------------------------------------------------------- reads
+    # Read-side methods treat a path that cannot be resolved (a link loop in a damaged tree) like an absent
+    # one: absence is normal for discovery. Writes and read_strict() raise PathEscapeError instead.
     def exists(self, rel: str) -> bool:
-        return os.path.exists(self.real(rel))
+        try:
+            return os.path.exists(self.real(rel))
+        except PathEscapeError:
+            return False
 
     def isdir(self, rel: str) -> bool:
-        return os.path.isdir(self.real(rel))
+        try:
+            return os.path.isdir(self.real(rel))
+        except PathEscapeError:
+            return False
 
     def _dir(self, rel: str) -> str:
         """Resolved inner path of a directory, memoised (directories do not move while a Root lives)."""
@@ -221,10 +229,10 @@ class Root(object):
 
     def listdir(self, rel: str) -> List[str]:
         """Sorted entries of a directory; an absent directory is an empty list (absence is normal)."""
-        inner = self._dir(rel)
         try:
+            inner = self._dir(rel)
             return sorted(os.listdir(self.path + "/" + inner if inner else self.path))
-        except OSError:
+        except (OSError, PathEscapeError):
             return []
 
     def subdirs(self, rel: str) -> List[str]:
@@ -234,9 +242,9 @@ class Root(object):
         costs no path resolution at all, because a plain directory inside a resolved one cannot escape.
         """
         key = rel.strip("/")
-        inner = self._dir(key)
         names: List[str] = []
         try:
+            inner = self._dir(key)
             with os.scandir(self.path + "/" + inner if inner else self.path) as entries:
                 for entry in entries:
                     try:
@@ -247,7 +255,7 @@ class Root(object):
                     names.append(entry.name)
                     self._resolved_dirs[key + "/" + entry.name if key else entry.name] = (
                         inner + "/" + entry.name if inner else entry.name)
-        except OSError:
+        except (OSError, PathEscapeError):
             return []
         names.sort()
         return names
@@ -261,7 +269,7 @@ class Root(object):
         try:
             with open(self.real(rel), "r", encoding="utf-8", errors="replace") as handle:
                 text = handle.read()
-        except (OSError, ValueError):
+        except (OSError, ValueError, PathEscapeError):
             return default
         return text.strip() if strip else text
 
@@ -299,7 +307,11 @@ class Root(object):
         os_open, os_read, os_close, os_fstat = os.open, os.read, os.close, os.fstat
         flags = _READ_FLAGS
         for rel_dir in rel_dirs:
-            inner_dir = self._dir(rel_dir)
+            try:
+                inner_dir = self._dir(rel_dir)
+            except PathEscapeError:
+                results.append(([None] * len(names), None))
+                continue
             prefix = (self.path.rstrip("/") + "/" + inner_dir if inner_dir else self.path.rstrip("/")) + "/"
             texts: List[Optional[str]] = []
             mode: Optional[int] = None
@@ -350,13 +362,13 @@ class Root(object):
         """Basename of a symlink's target (``device/driver`` -> ``mlx5_core``), or None."""
         try:
             return os.path.basename(os.readlink(os.path.join(self.path, self._resolve(rel, follow_last=False))))
-        except OSError:
+        except (OSError, PathEscapeError):
             return None
 
     def mode(self, rel: str) -> Optional[int]:
         try:
             return stat.S_IMODE(os.stat(self.real(rel)).st_mode)
-        except OSError:
+        except (OSError, PathEscapeError):
             return None
 
     def walk_files(self, rel: str) -> Iterator[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover_cpu import (
     CPU_DIR,
+    CPU_LIST_NAMES,
     read_cpufreq,
     read_cpuidle,
     read_cpu_lists,
@@ -39,13 +40,17 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.discover_system 
     read_pcie_aspm,
     read_sysctls,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root, RootError
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root, RootError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
-    from typing import Any, Dict, List, Union
+    from typing import Any, Callable, Dict, List, Optional, Union
 
 SCHEMA = 1
+_NO_CPUFREQ = {"driver": None, "governors": {}, "available_governors": [], "amd_pstate_status": None, "epp": None,
+               "available_epp": None, "boost": None}
+_NO_IRQBALANCE = {"installed": False, "enabled": False, "config_file": None, "banned_cpulist": None}
 # Every name ``absent`` can hold (docs/topology.md).
 ABSENT_NAMES = ("cpus", "cpufreq", "cpuidle", "numa", "pci", "gpus", "infiniband", "nics", "nvme", "irqs", "kfd",
                 "smt_control")
@@ -59,6 +64,16 @@ def _open_root(root: Union[Root, str]) -> Root:
     return node
 
 
+def _guarded(section: str, warnings: List[str], default: Any, read: Callable[..., Any], *args: Any) -> Any:
+    """Run one section reader; a damaged tree (a link loop, an unreadable directory) costs that section,
+    reported in ``warnings``, never the whole discovery."""
+    try:
+        return read(*args)
+    except (NodeFileError, ParseError, OSError) as exc:
+        warnings.append("%s: could not be read (%s)" % (section, exc))
+        return default
+
+
 def discover(root: Union[Root, str] = "/") -> Dict[str, Any]:
     """Read the node under ``root`` and return its Topology.
 
@@ -66,26 +81,28 @@ def discover(root: Union[Root, str] = "/") -> Dict[str, Any]:
     """
     node = _open_root(root)
     warnings: List[str] = []
+    w = warnings
 
-    cpu_lists = read_cpu_lists(node, warnings)
-    numa_nodes = read_numa_nodes(node, warnings)
-    cpus, cpu_subdirs = read_cpus(node, cpu_lists, numa_nodes, warnings)
-    smt = read_smt(node, cpus, warnings)
-    cpufreq = read_cpufreq(node, cpus, cpu_subdirs, warnings)
-    cpuidle = read_cpuidle(node, cpus, cpu_subdirs)
+    empty_lists: Dict[str, Optional[List[int]]] = {name: None for name in CPU_LIST_NAMES}
+    cpu_lists = _guarded("cpu_lists", w, empty_lists, read_cpu_lists, node, w)
+    numa_nodes = _guarded("numa_nodes", w, [], read_numa_nodes, node, w)
+    cpus, cpu_subdirs = _guarded("cpus", w, ([], {}), read_cpus, node, cpu_lists, numa_nodes, w)
+    smt = _guarded("smt", w, {"control": None, "active": None, "threads_per_core": None}, read_smt, node, cpus, w)
+    cpufreq = _guarded("cpufreq", w, dict(_NO_CPUFREQ), read_cpufreq, node, cpus, cpu_subdirs, w)
+    cpuidle = _guarded("cpuidle", w, {"driver": None, "states": []}, read_cpuidle, node, cpus, cpu_subdirs)
 
-    pci_devices, pci_dirs = read_pci_devices(node, warnings)
+    pci_devices, pci_dirs = _guarded("pci_devices", w, ([], {}), read_pci_devices, node, w)
     pci = {dev["bdf"]: dev for dev in pci_devices}
-    kfd = read_kfd(node)
-    gpus = read_gpus(node, pci_devices, pci_dirs, kfd, numa_nodes, warnings)
-    nics = read_nics(node, pci)
-    ib_devices = read_ib_devices(node, pci, nics)
-    controllers = nvme_controllers(node)
-    block_devices = read_block_devices(node, pci, controllers)
+    kfd = _guarded("kfd", w, None, read_kfd, node)
+    gpus = _guarded("gpus", w, [], read_gpus, node, pci_devices, pci_dirs, kfd, numa_nodes, w)
+    nics = _guarded("nics", w, [], read_nics, node, pci)
+    ib_devices = _guarded("ib_devices", w, [], read_ib_devices, node, pci, nics)
+    controllers = _guarded("nvme", w, {}, nvme_controllers, node)
+    block_devices = _guarded("block_devices", w, [], read_block_devices, node, pci, controllers)
 
-    kernel = read_kernel(node)
-    irqs = read_irqs(node, pci_devices, [gpu["bdf"] for gpu in gpus], controllers,
-                     {nic["name"]: nic["bdf"] for nic in nics}, kernel["release"], warnings)
+    kernel = _guarded("kernel", w, {"cmdline": None, "release": None}, read_kernel, node)
+    irqs = _guarded("irqs", w, None, read_irqs, node, pci_devices, [gpu["bdf"] for gpu in gpus], controllers,
+                    {nic["name"]: nic["bdf"] for nic in nics}, kernel["release"], w)
 
     present = {
         "cpus": bool(cpus),
@@ -117,10 +134,10 @@ def discover(root: Union[Root, str] = "/") -> Dict[str, Any]:
         "cpufreq": cpufreq,
         "cpuidle": cpuidle,
         "kernel": kernel,
-        "iommu": read_iommu(node),
-        "pcie_aspm": read_pcie_aspm(node),
-        "irqbalance": read_irqbalance(node, warnings),
-        "sysctl": read_sysctls(node),
+        "iommu": _guarded("iommu", w, {"present": False, "devices": [], "groups": 0}, read_iommu, node),
+        "pcie_aspm": _guarded("pcie_aspm", w, {"policy": None, "available": []}, read_pcie_aspm, node),
+        "irqbalance": _guarded("irqbalance", w, dict(_NO_IRQBALANCE), read_irqbalance, node, w),
+        "sysctl": _guarded("sysctl", w, {}, read_sysctls, node),
         "absent": [name for name in ABSENT_NAMES if not present[name]],
         "warnings": warnings,
     }
