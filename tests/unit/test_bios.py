@@ -284,6 +284,12 @@ def test_invalid_variables_are_named_with_what_is_valid(config: dict, message: s
     assert message in str(caught.value)
 
 
+def test_unquoted_yaml_off_and_on_mean_the_words() -> None:
+    config = bios.validate_config({"nodetune_bios_smt": False, "nodetune_bios_iommu": True,
+                                   "nodetune_bios_aspm": False})
+    assert (config["smt"], config["iommu"], config["aspm"]) == ("off", "on", "off")
+
+
 def test_every_invalid_variable_is_reported_at_once() -> None:
     with pytest.raises(bios.BiosConfigError) as caught:
         bios.validate_config({"nodetune_bios_smt": "x", "nodetune_bios_nps": "x", "nodetune_bios_aspm": "x"})

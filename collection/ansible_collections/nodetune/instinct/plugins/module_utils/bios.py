@@ -94,6 +94,11 @@ def validate_config(config: Optional[Dict[str, Any]]) -> Dict[str, Any]:
         raise BiosConfigError(["bios must be a mapping of the nodetune_bios_* variables, got %s" % describe(config)])
     ctx: Any = _Errors()  # area_common's validators only call ctx.error()
     unknown_keys(ctx, config, VARIABLES, AREA)
+    config = dict(config)
+    for name in ("nodetune_bios_smt", "nodetune_bios_iommu", "nodetune_bios_aspm"):
+        # YAML 1.1 reads an unquoted off/on as a boolean: take it as the word the user wrote
+        if isinstance(config.get(name), bool):
+            config[name] = "on" if config[name] else "off"
     out: Dict[str, Any] = {
         "enabled": want_bool(ctx, config, "nodetune_bios_check_enabled", True),
         "policy": want_str(ctx, config, "nodetune_bios_policy", POLICIES) or "warn",

@@ -39,7 +39,8 @@ options:
     default: {}
   policy:
     description:
-      - Layout planner policy (see docs/layout.md), for example C({housekeeping: 1}). The SMT and irqbalance choices
+      - >-
+        Layout planner policy (see docs/layout.md), for example C({housekeeping: 1}). The SMT and irqbalance choices
         come from the smt and irq_affinity areas.
     type: dict
     default: {}

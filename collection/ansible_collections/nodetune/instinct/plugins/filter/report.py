@@ -1,0 +1,81 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Jinja2 filters for verify reports on the controller: collect the fleet's results, JUnit XML, fleet summary,
+Prometheus text.
+
+Thin wrappers over module_utils/report.py (the verify module uses the same code on the nodes), documented in the
+YAML file of each filter's name next to this one (``ansible-doc -t filter nodetune.instinct.<name>``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.nodetune.instinct.plugins.module_utils import report as _report
+
+DEFAULT_VAR = "nodetune_verify_result"
+
+
+def _plain(value: Any) -> Any:
+    """Plain dicts/lists/scalars (hostvars hand out lazy, tagged containers)."""
+    if isinstance(value, Mapping):
+        return dict((str(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _results(value: Any, name: str) -> Dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise AnsibleFilterError("%s: expected a mapping of host name to verify result (see "
+                                 "nodetune.instinct.nodetune_verify_results), got %s" % (name, type(value).__name__))
+    return dict((str(host), _plain(result)) for host, result in value.items())
+
+
+def nodetune_verify_results(hostvars: Any, hosts: List[str], var: str = DEFAULT_VAR) -> Dict[str, Any]:
+    """``{host: registered verify result or None}`` for ``hosts``, from ``hostvars``."""
+    if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("nodetune_verify_results: hosts must be a list of host names (for example "
+                                 "ansible_play_hosts_all), got %r" % (hosts,))
+    out: Dict[str, Optional[Any]] = {}
+    for host in hosts:
+        try:
+            host_vars = hostvars[host]
+        except KeyError:
+            out[str(host)] = None
+            continue
+        result = host_vars.get(var) if hasattr(host_vars, "get") else None
+        out[str(host)] = _plain(result) if result is not None else None
+    return out
+
+
+def nodetune_junit(results: Any, suite_name: str = "nodetune verify") -> str:
+    return _report.junit_xml(_results(results, "nodetune_junit"), suite_name=suite_name)
+
+
+def nodetune_fleet_summary(results: Any, top: int = 10) -> Dict[str, Any]:
+    return _report.fleet_summary(_results(results, "nodetune_fleet_summary"), top=int(top))
+
+
+def nodetune_prometheus(findings: Any, timestamp: Optional[float] = None) -> str:
+    if isinstance(findings, Mapping):
+        findings = findings.get("findings")
+    if not isinstance(findings, (list, tuple)):
+        raise AnsibleFilterError("nodetune_prometheus: expected a list of findings or a verify result/report, got %s"
+                                 % type(findings).__name__)
+    return _report.prometheus_text(_plain(findings), timestamp=timestamp)
+
+
+class FilterModule(object):
+    """nodetune.instinct verify report filters."""
+
+    def filters(self) -> Dict[str, Any]:
+        return {
+            "nodetune_verify_results": nodetune_verify_results,
+            "nodetune_junit": nodetune_junit,
+            "nodetune_fleet_summary": nodetune_fleet_summary,
+            "nodetune_prometheus": nodetune_prometheus,
+        }

@@ -1,0 +1,294 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: verify
+short_description: Audit a node against nodetune's desired state, BIOS-level checks and health thresholds
+description:
+  - Discovers the node, plans its layout and builds the desired Settings exactly as M(nodetune.instinct.tune) does
+    (same code, same variables), then re-reads the node and reports one finding per Setting, plus layout checks
+    (the effective affinity of each pinned NIC IRQ), the BIOS-level checks of the bios_check role and health
+    checks (GPU temperature and power from hwmon, InfiniBand ports, NVMe PCIe links).
+  - Each finding has a stable C(id) (for example C(nvme.scheduler), C(bios.iommu), C(health.gpu_temp)), a
+    target, the expected and actual values, a status (V(ok), V(drift), V(not_applicable), V(unsupported),
+    V(waived)), a severity and a remedy in words. The ids are listed in docs/verify.md.
+  - Never writes node settings and works against a read-only system. The only file it may write is the
+    Prometheus textfile named by O(textfile_path), and never in check mode.
+  - One module call per node does everything, so an audit of a fleet costs one round trip per host.
+version_added: "0.1.0"
+author:
+  - nodetune contributors
+options:
+  root:
+    description:
+      - The directory to treat as the node's C(/). Simulated nodes and tests use a tree; real nodes use C(/).
+    type: path
+    default: /
+  areas:
+    description:
+      - Area name to a mapping of that area's role variables, as for M(nodetune.instinct.tune). The area roles
+        build it (C(nodetune_areas)); pass the same value as to tune so both compute the same Settings.
+    type: dict
+    default: {}
+  policy:
+    description: Layout planner policy, as for M(nodetune.instinct.tune).
+    type: dict
+    default: {}
+  bios:
+    description:
+      - >-
+        The bios_check role's variables (C(nodetune_bios_*), collected in C(nodetune_bios)), for example
+        C({nodetune_bios_platform: auto, nodetune_bios_smt: "off"}). An empty mapping runs every BIOS-level
+        check with its defaults; C(nodetune_bios_check_enabled: false) skips them.
+    type: dict
+    default: {}
+  health:
+    description:
+      - >-
+        Health thresholds (C(nodetune_health_*)): C(nodetune_health_gpu_temp_max_c) (default 85),
+        C(nodetune_health_gpu_power_max_w) (default 300; MI300X boards are rated up to 750 W),
+        C(nodetune_health_ib_rate_min_gbps) (default none: only the port state is checked),
+        C(nodetune_health_checks) (subset of V(gpu_temp), V(gpu_power), V(ib_port), V(pcie_link)),
+        C(nodetune_health_enabled).
+    type: dict
+    default: {}
+  waivers:
+    description:
+      - Known exceptions. Each entry has C(id) (a finding id), C(target) (optional; omitted or V(*) means every
+        target), C(reason) and C(expires) (a date, C(YYYY-MM-DD)). A drifting finding covered by an unexpired
+        waiver is reported as V(waived); after the expiry date it is drift again, with a note.
+    type: list
+    elements: dict
+    default: []
+  waivers_file:
+    description:
+      - A JSON (or YAML, where PyYAML is installed on the node) file on the managed node holding a list of waivers,
+        added to O(waivers). On the controller, read the file with a lookup and pass O(waivers) instead.
+    type: path
+  textfile_path:
+    description:
+      - Where to write the Prometheus textfile for node_exporter's textfile collector, as a path inside O(root)
+        (for example C(/var/lib/node_exporter/textfile_collector/nodetune.prom)). Written atomically, never in
+        check mode. Unset (the default) writes nothing at all.
+      - Refreshing this report is not counted as a change (RV(changed) stays false).
+    type: path
+  node_name:
+    description: Name of the node in the report (the inventory hostname); defaults to the node's hostname.
+    type: str
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+notes:
+  - Metrics in the textfile are C(nodetune_drift{check="<id>",target="<target>"}) (1 = drift, else 0),
+    C(nodetune_findings{status="<status>"}) and C(nodetune_last_verify_timestamp_seconds).
+  - The module does not fail on drift; the verify role fails hosts on drift when
+    C(nodetune_verify_fail_on_drift) is true, after the reports are written.
+seealso:
+  - module: nodetune.instinct.tune
+"""
+
+EXAMPLES = r"""
+- name: Audit a node with the same variables the tune role used
+  nodetune.instinct.verify:
+    root: /
+    areas: "{{ nodetune_areas }}"
+    bios: "{{ nodetune_bios | default({}) }}"
+    health:
+      nodetune_health_gpu_power_max_w: 750
+    waivers:
+      - id: health.ib_port
+        target: mlx5_3/1
+        reason: port 1 of the storage HCA is not cabled
+        expires: 2026-12-31
+    textfile_path: /var/lib/node_exporter/textfile_collector/nodetune.prom
+    node_name: "{{ inventory_hostname }}"
+  register: audit
+
+- name: Show what drifted
+  ansible.builtin.debug:
+    msg: "{{ audit.findings | selectattr('status', 'eq', 'drift') | map(attribute='id') | list }}"
+"""
+
+RETURN = r"""
+changed:
+  description: Always false (verify changes nothing; refreshing the textfile is a report, not node state).
+  type: bool
+  returned: always
+drift:
+  description: True when any finding is in status drift.
+  type: bool
+  returned: always
+findings:
+  description: Every finding of the node.
+  type: list
+  elements: dict
+  returned: always
+  sample: [{id: nvme.scheduler, target: nvme0n1, expected: none, actual: mq-deadline, status: drift,
+            severity: medium, remedy: "run the nodetune apply ...", source: setting, waiver: null}]
+summary:
+  description: Counts per status, the drift flag and the sorted drifting ids.
+  type: dict
+  returned: always
+  sample: {counts: {ok: 40, drift: 1, not_applicable: 2, unsupported: 0, waived: 1}, drift: true,
+           drift_ids: [nvme.scheduler]}
+report:
+  description: The per-node JSON report (schema 1) with node, root, timestamp, summary, findings, platform, notes.
+  type: dict
+  returned: always
+notes:
+  description: Informational lines (areas not applicable, expired waivers).
+  type: list
+  elements: str
+  returned: always
+textfile:
+  description: Where the Prometheus textfile went (C(path), C(written), C(reason) when not written).
+  type: dict
+  returned: when O(textfile_path) is set
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.nodetune.instinct.plugins.module_utils import bios as bios_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils import health as health_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils import report as report_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
+    WaiverError,
+    apply_waivers,
+    summarize,
+    validate_waivers,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError
+from ansible_collections.nodetune.instinct.plugins.module_utils.node import layout_summary, load
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
+from ansible_collections.nodetune.instinct.plugins.module_utils.verify import verify_settings
+
+
+def read_waivers_file(path):
+    """A list of waivers from a JSON or YAML file on the node."""
+    try:
+        with open(path, "r") as handle:
+            text = handle.read()
+    except (IOError, OSError) as exc:
+        raise WaiverError("waivers_file %s cannot be read: %s" % (path, exc)) from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        try:
+            import yaml  # optional on nodes
+        except ImportError:
+            raise WaiverError("waivers_file %s is not JSON, and PyYAML is not installed on the node to read YAML: "
+                              "pass the list with the waivers option instead" % path) from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise WaiverError("waivers_file %s is neither JSON nor valid YAML: %s" % (path, exc)) from None
+    if isinstance(data, dict) and "waivers" in data:
+        data = data["waivers"]
+    return data or []
+
+
+def validate_variables(bios, health):
+    """Check the bios and health variables before discovery, reporting every mistake of both at once."""
+    errors = []
+    for validate, config in ((bios_mod.validate_config, bios), (health_mod.validate_config, health)):
+        try:
+            validate(config)
+        except (bios_mod.BiosConfigError, health_mod.HealthConfigError) as exc:
+            errors.extend(exc.errors)
+    if errors:
+        raise bios_mod.BiosConfigError(errors)
+
+
+def default_node_name(root):
+    if root.is_host:
+        return os.uname()[1]
+    return root.read("proc/sys/kernel/hostname") or root.read("etc/hostname") or root.path
+
+
+def write_textfile(module, root, path, text):
+    if module.check_mode:
+        return {"path": path, "written": False, "reason": "check mode"}
+    try:
+        root.write_file(path, text, mode=0o644)
+    except NodeFileError as exc:
+        module.warn("the Prometheus textfile was not written: %s" % exc)
+        return {"path": path, "written": False, "reason": str(exc)}
+    return {"path": path, "written": True}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            areas=dict(type="dict", default={}),
+            policy=dict(type="dict", default={}),
+            bios=dict(type="dict", default={}),
+            health=dict(type="dict", default={}),
+            waivers=dict(type="list", elements="dict", default=[]),
+            waivers_file=dict(type="path"),
+            textfile_path=dict(type="path"),
+            node_name=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+
+    def run_command(argv):
+        return module.run_command(argv, check_rc=False)
+
+    try:
+        waivers = list(params["waivers"] or [])
+        if params["waivers_file"]:
+            waivers += read_waivers_file(params["waivers_file"])
+        waivers = validate_waivers(waivers)
+        validate_variables(params["bios"], params["health"])
+        state = load(params["root"], params["areas"], params["policy"], run_command)
+        findings = verify_settings(state, params["areas"])
+        findings += bios_mod.check(state.topology, state.layout, params["bios"])
+        findings += health_mod.check(state.root, state.topology, params["health"])
+        platform = bios_mod.platform_summary(state.topology, params["bios"])
+    except SettingError as exc:
+        module.fail_json(msg="nodetune verify: invalid variables: " + "; ".join(exc.errors), errors=exc.errors)
+    except (bios_mod.BiosConfigError, health_mod.HealthConfigError) as exc:
+        module.fail_json(msg="nodetune verify: invalid variables: " + "; ".join(exc.errors), errors=exc.errors)
+    except WaiverError as exc:
+        module.fail_json(msg="nodetune verify: %s" % exc)
+    except LayoutError as exc:
+        module.fail_json(msg="nodetune verify could not plan this node: %s" % exc)
+    except NodeFileError as exc:
+        module.fail_json(msg="nodetune verify: %s" % exc, path=exc.path)
+
+    notes = list(state.context.notes)
+    notes += apply_waivers(findings, waivers)
+    summary = summarize(findings)
+    finding_dicts = [f.to_dict() for f in findings]
+    root = state.root
+    node_name = params["node_name"] or default_node_name(root)
+    report = report_mod.node_report(
+        node_name, finding_dicts, summary, root=root.path,
+        extra={"platform": platform, "layout": layout_summary(state.layout), "notes": notes})
+    result = dict(changed=False, drift=summary["drift"], findings=finding_dicts, summary=summary, report=report,
+                  notes=notes)
+    if params["textfile_path"]:
+        text = report_mod.prometheus_text(finding_dicts, timestamp=report["timestamp"])
+        result["textfile"] = write_textfile(module, root, params["textfile_path"], text)
+    for warning in state.context.warnings:
+        module.warn(warning)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

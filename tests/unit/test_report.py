@@ -1,0 +1,147 @@
+"""Reports (module_utils/report.py): JUnit parsed back with ElementTree, Prometheus text parsed with
+prometheus_client's own parser, the fleet summary's counts."""
+
+from __future__ import annotations
+
+import json
+from xml.etree import ElementTree
+
+import pytest
+from ansible_collections.nodetune.instinct.plugins.module_utils import report
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def finding(id_: str, target: str, status: str, **extra) -> dict:
+    data = {"id": id_, "target": target, "expected": "x", "actual": "y" if status == "drift" else "x",
+            "status": status, "severity": "medium", "remedy": "do it" if status == "drift" else "",
+            "source": "setting", "waiver": None}
+    data.update(extra)
+    return data
+
+
+def node_result(findings: list[dict], node: str = "n") -> dict:
+    """A verify module result as registered by Ansible."""
+    counts = {s: sum(1 for f in findings if f["status"] == s) for s in report.STATUSES}
+    summary = {"counts": counts, "drift": counts["drift"] > 0,
+               "drift_ids": sorted({f["id"] for f in findings if f["status"] == "drift"})}
+    return {"changed": False, "findings": findings, "summary": summary,
+            "report": report.node_report(node, findings, summary, timestamp=1767225600.0)}
+
+
+FLEET = {
+    "mi300x-01": node_result([finding("nvme.scheduler", "nvme0n1", "ok"), finding("cpu.governor", "cpu0", "ok")]),
+    "mi300x-02": node_result([
+        finding("nvme.scheduler", "nvme0n1", "drift"),
+        finding("irq.nic_local", "irq 142", "drift"),
+        finding("bios.iommu", "-", "not_applicable", remedy="no platform advice"),
+        finding("health.ib_port", "mlx5_3/1", "waived",
+                waiver={"id": "health.ib_port", "target": "mlx5_3/1", "reason": "not cabled", "expires": "2099-01-01"}),
+        finding("bios.pcie_link", "-", "unsupported", remedy="no link attributes"),
+    ]),
+    "mi250-01": node_result([finding("nvme.scheduler", "nvme1n1", "drift"), finding("cpu.governor", "cpu0", "ok")]),
+    "mi250-02": {"failed": True, "msg": "nodetune verify: invalid variables: nodetune_bios_smt='of' is not valid"},
+    "mi250-03": None,  # unreachable: never registered a result
+}
+
+
+# ------------------------------------------------------------------------------------------------ JSON
+def test_node_report_is_json_with_a_utc_timestamp() -> None:
+    rep = node_result([finding("nvme.scheduler", "nvme0n1", "ok")], node="mi300x-01")["report"]
+    assert json.loads(json.dumps(rep)) == rep
+    assert rep["generated_at"] == "2026-01-01T00:00:00Z"
+    assert rep["node"] == "mi300x-01" and rep["schema"] == 1
+
+
+# ------------------------------------------------------------------------------------------------ JUnit
+def test_junit_has_a_testsuite_per_node_and_a_testcase_per_check() -> None:
+    root = ElementTree.fromstring(report.junit_xml(FLEET))
+    assert root.tag == "testsuites"
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert sorted(suites) == sorted(FLEET)
+    drifted = suites["mi300x-02"]
+    cases = {c.get("name"): c for c in drifted.findall("testcase")}
+    assert sorted(cases) == ["bios.iommu[-]", "bios.pcie_link[-]", "health.ib_port[mlx5_3/1]",
+                             "irq.nic_local[irq 142]", "nvme.scheduler[nvme0n1]"]
+    assert all(c.get("classname") == "mi300x-02" for c in cases.values())
+    failure = cases["nvme.scheduler[nvme0n1]"].find("failure")
+    assert failure is not None and failure.get("message") == "expected x, found y" and "do it" in failure.text
+    for name in ("bios.iommu[-]", "bios.pcie_link[-]", "health.ib_port[mlx5_3/1]"):
+        assert cases[name].find("skipped") is not None and cases[name].find("failure") is None
+    assert "not cabled" in cases["health.ib_port[mlx5_3/1]"].find("skipped").get("message")
+    assert (drifted.get("tests"), drifted.get("failures"), drifted.get("skipped"), drifted.get("errors")) == \
+        ("5", "2", "3", "0")
+    clean = suites["mi300x-01"]
+    assert clean.get("failures") == "0" and all(len(c) == 0 for c in clean.findall("testcase"))
+
+
+def test_junit_reports_nodes_without_a_result_as_errors() -> None:
+    root = ElementTree.fromstring(report.junit_xml(FLEET))
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    for host in ("mi250-02", "mi250-03"):
+        error = suites[host].find("testcase/error")
+        assert error is not None and suites[host].get("errors") == "1"
+    assert "nodetune_bios_smt" in suites["mi250-02"].find("testcase/error").get("message")
+    totals = {k: int(root.get(k)) for k in ("tests", "failures", "errors", "skipped")}
+    assert totals == {"tests": 2 + 5 + 2 + 1 + 1, "failures": 3, "errors": 2, "skipped": 3}
+
+
+def test_junit_escapes_what_xml_needs() -> None:
+    text = report.junit_xml({"n<1>": node_result([finding("rocm.env", 'a "b" & <c>', "drift")])})
+    case = ElementTree.fromstring(text).find("testsuite/testcase")
+    assert case.get("name") == 'rocm.env[a "b" & <c>]'
+
+
+# ------------------------------------------------------------------------------------------------ Prometheus
+def parse(text: str) -> dict:
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    return families
+
+
+def test_prometheus_textfile_parses_and_says_what_drifts() -> None:
+    findings = FLEET["mi300x-02"]["findings"]
+    families = parse(report.prometheus_text(findings, timestamp=1767225600.5))
+    drift = {(s.labels["check"], s.labels["target"]): s.value for s in families["nodetune_drift"].samples}
+    assert drift == {("nvme.scheduler", "nvme0n1"): 1, ("irq.nic_local", "irq 142"): 1, ("bios.iommu", "-"): 0,
+                     ("health.ib_port", "mlx5_3/1"): 0, ("bios.pcie_link", "-"): 0}
+    statuses = {s.labels["status"]: s.value for s in families["nodetune_findings"].samples}
+    assert statuses == {"ok": 0, "drift": 2, "not_applicable": 1, "unsupported": 1, "waived": 1}
+    assert families["nodetune_drift"].type == "gauge"
+    [stamp] = families["nodetune_last_verify_timestamp_seconds"].samples
+    assert stamp.value == pytest.approx(1767225600.5)
+
+
+@pytest.mark.parametrize("target", ['/etc/profile.d/x "quoted".sh', "back\\slash", "two\nlines", "ünï"])
+def test_prometheus_label_values_are_escaped(target: str) -> None:
+    families = parse(report.prometheus_text([finding("rocm.env", target, "drift")], timestamp=1.0))
+    [sample] = families["nodetune_drift"].samples
+    assert sample.labels["target"] == target and sample.value == 1
+
+
+def test_prometheus_never_repeats_a_label_set() -> None:
+    text = report.prometheus_text([finding("a.b", "t", "ok"), finding("a.b", "t", "drift")], timestamp=1.0)
+    samples = parse(text)["nodetune_drift"].samples
+    assert [(s.labels["target"], s.value) for s in samples] == [("t", 1)]
+
+
+# ------------------------------------------------------------------------------------------------ fleet
+def test_fleet_summary_counts_nodes_and_ranks_drift_ids_by_nodes() -> None:
+    summary = report.fleet_summary(FLEET)
+    assert summary["counts"] == {"clean": 1, "drifted": 2, "failed": 2}
+    assert summary["clean"] == ["mi300x-01"]
+    assert summary["drifted"] == {"mi250-01": ["nvme.scheduler"], "mi300x-02": ["irq.nic_local", "nvme.scheduler"]}
+    assert set(summary["failed"]) == {"mi250-02", "mi250-03"}
+    assert summary["top_drift_ids"] == [{"id": "nvme.scheduler", "nodes": 2}, {"id": "irq.nic_local", "nodes": 1}]
+    assert summary["text"][0] == "nodetune verify: 5 node(s): 1 clean, 2 drifted, 2 failed"
+    assert "nvme.scheduler (2 nodes)" in summary["text"][-1]
+    json.dumps(summary)
+
+
+def test_a_waived_only_node_is_clean() -> None:
+    summary = report.fleet_summary({"n": node_result([finding("a.b", "t", "waived")])})
+    assert summary["clean"] == ["n"] and summary["counts"]["drifted"] == 0
+
+
+def test_unreachable_and_skipped_results_are_failed_with_a_reason() -> None:
+    assert report.node_outcome({"unreachable": True, "msg": "ssh: timeout"})[2] == "unreachable: ssh: timeout"
+    assert report.node_outcome({"skipped": True, "skip_reason": "Conditional result was False"})[0] == "failed"
+    assert report.node_outcome(FLEET["mi300x-01"]["report"])[0] == "ok"  # a report itself is accepted too

@@ -1,0 +1,269 @@
+"""Verify end to end on a simulated node: apply, inject drift the way it happens on real nodes, verify.
+
+The node is a small MI300X-shaped tree from the project's generator (simnode.py); the areas are built from the
+roles' own defaults and the lab inventory's variables, grouped by the same variable patterns the area roles use,
+so apply and verify see what a playbook run would. Drift is injected through the simulated kernel where the kernel
+has side effects (a scheduler change resets nr_requests), as an operator or a package update would cause it.
+The module itself runs through ``ansible`` ad hoc (argument spec, check mode, the Prometheus textfile).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.nodetune.instinct.plugins.module_utils import bios, engine, health, node, simnode, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils.finding import apply_waivers, validate_waivers
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.services import SimServices
+from prometheus_client.parser import text_string_to_metric_families
+
+REPO = Path(__file__).resolve().parents[2]
+AREA_ROLES = ("smt", "cpu", "irq_affinity", "infiniband", "nvme", "sysctl", "rocm_env")
+
+SPEC = {
+    "name": "mini300x",
+    "kernel": {"cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda ro iommu=pt pci=realloc=off"},
+    "cpu": {"model": "EPYC 9654", "sockets": 2, "cores_per_socket": 8, "threads_per_core": 2,
+            "cpufreq": {"driver": "amd-pstate-epp", "governor": "powersave", "epp": "balance_performance"}},
+    "numa": {"per_socket": 1},
+    "iommu": True,
+    "irqbalance": {"installed": True, "enabled": True},
+    "gpus": [{"model": "MI300X", "bdf": "0000:05:00.0", "switch": "sw0"},
+             {"model": "MI300X", "bdf": "0000:85:00.0", "switch": "sw4"}],
+    "nics": [{"name": "ib0", "model": "ConnectX-7", "bdf": "0000:03:00.0", "switch": "sw0", "comp_vectors": 8},
+             {"name": "ib1", "model": "ConnectX-7", "bdf": "0000:83:00.0", "switch": "sw4", "comp_vectors": 8}],
+    "nvme": [{"model": "CM7-R", "bdf": "0000:11:00.0"}],
+}
+
+
+def role_areas() -> dict:
+    """{area: {variable: value}} exactly as the area roles' set_fact builds it from defaults + lab group_vars."""
+    variables: dict = {}
+    for role in AREA_ROLES:
+        variables.update(yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text()) or {})
+    for path in sorted((REPO / "inventories/lab/group_vars/all").glob("*.yml")):
+        variables.update(yaml.safe_load(path.read_text()) or {})
+    areas = {}
+    for role in AREA_ROLES:
+        tasks = (REPO / "roles" / role / "tasks" / "main.yml").read_text()
+        pattern = re.compile(re.search(r"varnames', '([^']+)'", tasks).group(1))
+        config = {k: v for k, v in variables.items() if pattern.search(k)}
+        if config.get(f"nodetune_{role}_enabled", True):
+            areas[role] = config
+    return areas
+
+
+AREAS = role_areas()
+
+
+def tree_digest(path: Path) -> dict[str, str]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            full = Path(dirpath) / name
+            rel = str(full.relative_to(path))
+            if full.is_symlink():
+                out[rel] = "link:" + os.readlink(full)
+            elif full.is_dir():
+                out[rel] = "dir"
+            else:
+                out[rel] = f"{full.stat().st_mode & 0o7777:o}:{hashlib.sha256(full.read_bytes()).hexdigest()}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def tuned_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A simulated node, tuned once with the lab's variables (copied per test)."""
+    dest = tmp_path_factory.mktemp("verify") / "tuned"
+    simnode.build(SPEC, str(dest))
+    state = node.load(str(dest), AREAS, {})
+    result = engine.apply(state.root, state.settings, services=state.services)
+    assert result["changed"] and not result.get("unconfirmed")
+    return dest
+
+
+@pytest.fixture
+def tuned(tuned_template: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "node"
+    shutil.copytree(tuned_template, dest, symlinks=True)
+    return dest
+
+
+def findings(root: Path, bios_config: dict | None = None) -> list:
+    state = node.load(str(root), AREAS, {})
+    return (verify.verify_settings(state, AREAS) + bios.check(state.topology, state.layout, bios_config or {})
+            + health.check(state.root, state.topology, {}))
+
+
+def drifted(found: list) -> set[tuple[str, str]]:
+    return {(f.id, f.target) for f in found if f.status == "drift"}
+
+
+# ------------------------------------------------------------------------------------------------ module_utils
+def test_a_freshly_tuned_node_has_no_drift(tuned: Path) -> None:
+    found = findings(tuned)
+    assert drifted(found) == set()
+    ids = {f.id for f in found}
+    # every area is checked, and the BIOS-level and health checks ride along
+    for expected in ("smt.siblings_offline", "cpu.governor", "cpu.idle_state", "irq.nic_local", "irq.irqbalance",
+                     "ib.mtu", "nvme.scheduler", "nvme.nr_requests", "sysctl.vm.dirty_ratio", "rocm.env",
+                     "bios.pcie_link", "bios.iommu", "bios.smt", "bios.nps", "bios.above_4g", "health.gpu_temp",
+                     "health.gpu_power", "health.ib_port", "health.pcie_link"):
+        assert expected in ids, expected
+    assert {f.status for f in found} <= {"ok", "not_applicable", "unsupported"}
+
+
+def test_verify_reports_exactly_the_injected_drift(tuned: Path) -> None:
+    state = node.load(str(tuned), AREAS, {})
+    root = Root(str(tuned))
+    sibling = int(state.layout["smt_offline"][0])
+    pinned = state.layout["irq_affinity"][0]
+    elsewhere = min(c for c in range(64) if c not in pinned["cpus"] and c not in state.layout["smt_offline"])
+    # what happens on real nodes: a scheduler reset by a package's udev rule (the kernel resets nr_requests too),
+    # a governor changed by a power daemon, a sibling back online, a NIC IRQ moved, a sysctl changed, the ROCm
+    # profile edited by hand, irqbalance enabled and started again by a package update
+    root.write("sys/block/nvme0n1/queue/scheduler", "mq-deadline")
+    root.write("sys/devices/system/cpu/cpu3/cpufreq/scaling_governor", "powersave")
+    root.write(f"sys/devices/system/cpu/cpu{sibling}/online", "1")
+    root.write(f"proc/irq/{pinned['irq']}/smp_affinity_list", str(elsewhere))
+    root.write("proc/sys/vm/dirty_ratio", "40")
+    profile = tuned / "etc/profile.d/nodetune-rocm.sh"
+    profile.write_text(profile.read_text() + "export RCCL_ALGO=Ring\n")
+    SimServices(root).set_state("irqbalance.service", {"enabled": "yes", "active": "yes"})
+
+    assert drifted(findings(tuned)) == {
+        ("nvme.scheduler", "nvme0n1"),
+        ("nvme.nr_requests", "nvme0n1"),
+        ("cpu.governor", "cpu3"),
+        ("smt.siblings_offline", f"cpu{sibling}"),
+        ("irq.nic_local", f"irq {pinned['irq']}"),
+        ("irq.nic_local", f"irq {pinned['irq']} effective"),
+        ("sysctl.vm.dirty_ratio", "vm.dirty_ratio"),
+        ("rocm.env", "/etc/profile.d/nodetune-rocm.sh"),
+        ("irq.irqbalance", "irqbalance.service"),
+    }
+
+
+def test_apply_again_then_verify_is_clean(tuned: Path) -> None:
+    Root(str(tuned)).write("sys/block/nvme0n1/queue/scheduler", "kyber")
+    assert drifted(findings(tuned)) == {("nvme.scheduler", "nvme0n1"), ("nvme.nr_requests", "nvme0n1")}
+    state = node.load(str(tuned), AREAS, {})
+    engine.apply(state.root, state.settings, services=state.services)
+    assert drifted(findings(tuned)) == set()
+
+
+def test_waivers_turn_drift_into_waived_until_they_expire(tuned: Path) -> None:
+    Root(str(tuned)).write("proc/sys/vm/dirty_ratio", "40")
+    Root(str(tuned)).write("proc/sys/kernel/numa_balancing", "1")
+    found = findings(tuned)
+    waivers = validate_waivers([
+        {"id": "sysctl.vm.dirty_ratio", "target": "vm.dirty_ratio", "reason": "benchmark in progress",
+         "expires": "2026-06-30"},
+        {"id": "sysctl.kernel.numa_balancing", "reason": "old waiver", "expires": "2026-01-31"},
+    ])
+    notes = apply_waivers(found, waivers, today="2026-03-01")
+    status = {(f.id, f.target): f.status for f in found if f.id.startswith("sysctl.")}
+    assert status[("sysctl.vm.dirty_ratio", "vm.dirty_ratio")] == "waived"
+    assert status[("sysctl.kernel.numa_balancing", "kernel.numa_balancing")] == "drift"
+    assert notes == ["waiver for sysctl.kernel.numa_balancing[kernel.numa_balancing] expired on 2026-01-31: "
+                     "reported as drift again"]
+
+
+def test_bios_and_health_drift_on_a_badly_set_up_node(tmp_path: Path) -> None:
+    spec = json.loads(json.dumps(SPEC))
+    spec["kernel"]["cmdline"] = "BOOT_IMAGE=/vmlinuz root=/dev/sda ro amd_iommu=on iommu=pt"
+    spec["gpus"][1].update({"link": {"speed": 16, "width": 16}, "temp_c": 92, "power_w": 640})
+    spec["nics"][0]["state"] = "DOWN"
+    simnode.build(spec, str(tmp_path / "node"))
+    found = findings(tmp_path / "node")
+    assert drifted(found) - {(f.id, f.target) for f in found if f.source in ("setting", "layout")} == {
+        ("bios.iommu", "pci=realloc"),
+        ("bios.iommu", "amd_iommu"),
+        ("bios.pcie_link", "0000:85:00.0"),
+        ("health.gpu_temp", "0000:85:00.0"),
+        ("health.gpu_power", "0000:85:00.0"),
+        ("health.ib_port", "mlx5_0/1"),
+    }
+
+
+# ------------------------------------------------------------------------------------------------ the module
+def adhoc(module: str, args: dict, check: bool = False) -> tuple[int, dict]:
+    """rc and result of an ad-hoc module run; the result gets the run's output under "_output"."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / "collection"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    argv = ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-e",
+            f"ansible_python_interpreter={sys.executable}", "-m", module, "-a", json.dumps(args)]
+    proc = subprocess.run(argv + (["--check"] if check else []), capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=300)
+    head, sep, body = proc.stdout.partition(" => ")
+    assert sep, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.returncode, dict(json.loads(body), _output=proc.stdout + proc.stderr)
+
+
+def test_module_reports_writes_only_the_textfile_and_never_in_check_mode(tuned: Path) -> None:
+    Root(str(tuned)).write("proc/sys/vm/dirty_ratio", "40")
+    Root(str(tuned)).write("proc/sys/kernel/numa_balancing", "1")
+    textfile = "var/lib/node_exporter/textfile_collector/nodetune.prom"
+    before = tree_digest(tuned)
+    args = {"root": str(tuned), "areas": AREAS, "node_name": "mini300x-01", "textfile_path": "/" + textfile,
+            "waivers": [{"id": "sysctl.kernel.numa_balancing", "reason": "tuning experiment",
+                         "expires": "2999-12-31"}]}
+
+    rc, res = adhoc("nodetune.instinct.verify", args, check=True)
+    assert rc == 0 and res["changed"] is False
+    assert res["textfile"] == {"path": "/" + textfile, "written": False, "reason": "check mode"}
+    assert tree_digest(tuned) == before
+
+    rc, res = adhoc("nodetune.instinct.verify", args)
+    assert rc == 0 and res["changed"] is False and res["drift"] is True
+    assert res["summary"]["drift_ids"] == ["sysctl.vm.dirty_ratio"]
+    assert res["summary"]["counts"]["waived"] == 1
+    assert res["report"]["node"] == "mini300x-01" and res["report"]["platform"]["platform"] == "mi300x"
+    after = tree_digest(tuned)
+    assert {k: v for k, v in after.items() if k in before} == before  # nothing else changed
+    assert set(after) - set(before) <= {textfile, *(str(p) for p in Path(textfile).parents if str(p) != ".")}
+    families = {f.name: f for f in text_string_to_metric_families((tuned / textfile).read_text())}
+    drift = {(s.labels["check"], s.labels["target"]): s.value for s in families["nodetune_drift"].samples}
+    assert drift[("sysctl.vm.dirty_ratio", "vm.dirty_ratio")] == 1
+    assert drift[("sysctl.kernel.numa_balancing", "kernel.numa_balancing")] == 0  # waived
+    assert sum(drift.values()) == 1
+    assert len(drift) == len({(f["id"], f["target"]) for f in res["findings"]})
+
+
+def test_module_refuses_bad_variables_by_name(tuned: Path) -> None:
+    rc, res = adhoc("nodetune.instinct.verify", {"root": str(tuned), "bios": {"nodetune_bios_smt": "of"},
+                                                 "health": {"nodetune_health_gpu_power_max_w": "lots"}})
+    assert rc != 0
+    assert "nodetune_bios_smt='of' is not valid" in res["msg"]
+    assert "nodetune_health_gpu_power_max_w='lots' is not valid" in res["msg"]
+    rc, res = adhoc("nodetune.instinct.verify", {"root": str(tuned), "waivers": [{"id": "cpu.governor"}]})
+    assert rc != 0 and "waiver #1 has no reason" in res["msg"]
+
+
+def test_tune_with_bios_policy_fail_refuses_before_any_write(tmp_path: Path) -> None:
+    spec = json.loads(json.dumps(SPEC))
+    spec["kernel"]["cmdline"] = "BOOT_IMAGE=/vmlinuz root=/dev/sda ro amd_iommu=on iommu=pt pci=realloc=off"
+    dest = tmp_path / "node"
+    simnode.build(spec, str(dest))
+    before = tree_digest(dest)
+    rc, res = adhoc("nodetune.instinct.tune", {"root": str(dest), "areas": AREAS,
+                                               "bios": {"nodetune_bios_policy": "fail"}})
+    assert rc != 0
+    assert "nothing was written" in res["msg"] and "bios.iommu[amd_iommu]" in res["msg"]
+    assert [f["id"] for f in res["bios"]] == ["bios.iommu"]
+    assert tree_digest(dest) == before
+    rc, res = adhoc("nodetune.instinct.tune", {"root": str(dest), "areas": AREAS,
+                                               "bios": {"nodetune_bios_policy": "warn"}}, check=True)
+    assert rc == 0 and res["changed"]
+    assert [f["target"] for f in res["bios"]] == ["amd_iommu"]
+    assert "BIOS-level check: bios.iommu[amd_iommu]" in res["_output"]  # the warning
+    assert tree_digest(dest) == before
