@@ -24,7 +24,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     parse_key_value,
     parse_link_speed,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
@@ -66,6 +66,15 @@ KFD_LINK_PCIE = 2
 KFD_LINK_XGMI = 11
 
 _WRITE_BITS = 0o222
+
+
+def resolved(root: Root, rel: str) -> Optional[str]:
+    """``rel`` with its links resolved inside the root, or None for an entry that cannot be resolved (a link
+    loop in a damaged tree): that one device is skipped, the rest of its class is still discovered."""
+    try:
+        return root.inner(rel)
+    except NodeFileError:
+        return None
 
 
 def last_bdf(path: str) -> Optional[str]:
@@ -122,7 +131,9 @@ def read_pci_devices(root: Root, warnings: List[str]) -> Tuple[List[Dict[str, An
         if not BDF_RE.match(name):
             continue
         bdf = name.lower()
-        real = root.inner(PCI_DIR + "/" + name)
+        real = resolved(root, PCI_DIR + "/" + name)
+        if real is None:
+            continue
         entries = set(root.listdir(real))
         texts = root.read_attrs(real, [a for a in _PCI_ATTRS if a in entries])
         local = cpulist_or_none(texts.get("local_cpulist"), real + "/local_cpulist", warnings)
@@ -341,9 +352,9 @@ def read_nics(root: Root, pci: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]
     for name in root.listdir(NET_DIR):
         if name == "lo":
             continue
-        real = root.inner(NET_DIR + "/" + name)
-        entries = set(root.listdir(real))
-        if not entries:
+        real = resolved(root, NET_DIR + "/" + name)
+        entries = set(root.listdir(real)) if real is not None else set()
+        if real is None or not entries:
             continue
         texts = root.read_attrs(real, [a for a in ("mtu", "type", "operstate", "mode", "dev_port", "dev_id",
                                                    "speed") if a in entries])
@@ -387,7 +398,9 @@ def _state_word(text: Optional[str]) -> Optional[str]:
 def read_ib_devices(root: Root, pci: Dict[str, Dict[str, Any]], nics: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     devices: List[Dict[str, Any]] = []
     for name in root.listdir(IB_DIR):
-        real = root.inner(IB_DIR + "/" + name)
+        real = resolved(root, IB_DIR + "/" + name)
+        if real is None:
+            continue
         entries = set(root.listdir(real))
         texts = root.read_attrs(real, [a for a in ("fw_ver", "node_guid") if a in entries])
         bdf = last_bdf(real)
@@ -430,8 +443,12 @@ def _block_names(root: Root) -> List[str]:
 
 def nvme_controllers(root: Root) -> Dict[str, Optional[str]]:
     """``{"nvme0": "0000:41:00.0"}`` from ``/sys/class/nvme`` (None for fabrics controllers)."""
-    return {name: last_bdf(root.inner(NVME_CLASS_DIR + "/" + name))
-            for name in root.listdir(NVME_CLASS_DIR) if _NVME_CONTROLLER.match(name)}
+    controllers: Dict[str, Optional[str]] = {}
+    for name in root.listdir(NVME_CLASS_DIR):
+        if _NVME_CONTROLLER.match(name):
+            real = resolved(root, NVME_CLASS_DIR + "/" + name)
+            controllers[name] = last_bdf(real) if real is not None else None
+    return controllers
 
 
 def read_block_devices(root: Root, pci: Dict[str, Dict[str, Any]],
@@ -439,8 +456,8 @@ def read_block_devices(root: Root, pci: Dict[str, Dict[str, Any]],
     devices: List[Dict[str, Any]] = []
     for name in _block_names(root):
         rel = ("sys/block/" if root.exists("sys/block/" + name) else "sys/class/block/") + name
-        real = root.inner(rel)
-        if "/virtual/" in real:
+        real = resolved(root, rel)
+        if real is None or "/virtual/" in real:
             continue
         entries = set(root.listdir(real))
         nvme = _NVME_NAMESPACE.match(name)
