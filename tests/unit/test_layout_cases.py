@@ -325,3 +325,18 @@ def test_sparse_node_ids_and_cpu_numbering():
     layout = plan(topo)
     assert [n["node"] for n in layout["numa"]] == [0, 3, 5]
     assert layout["ranks"][0]["numa_node"] == 5 and layout["ranks"][0]["cpus"] == [41, 42, 43]
+
+
+def test_nccl_prefers_fabric_netdevs_and_the_node_env_lists_every_nic():
+    topo = topogen.build(Spec(cpu_nodes=2, cores_per_node=4, gpus=[GpuSpec(0), GpuSpec(1)],
+                              nics=[NicSpec(0, 1), NicSpec(1, 1, ib=False)]))
+    topo["pci_devices"].append({"bdf": "0000:0b:00.0", "numa_node": 0, "local_cpus": [0, 1, 2, 3]})
+    topo["nics"].append({"name": "eno1", "bdf": "0000:0b:00.0", "type": "ether", "operstate": "up",
+                         "ib_device": None, "numa_node": 0})
+    layout = plan(topo)
+    # eno1 (a management port) shares node 0 with ib0, but NCCL gets the fabric: IPoIB and the RoCE port eth1
+    assert layout["ranks"][0]["env"]["NCCL_SOCKET_IFNAME"] == "=ib0"
+    assert layout["ranks"][1]["env"]["NCCL_SOCKET_IFNAME"] == "=eth1"
+    assert layout["nccl_env"] == {"NCCL_SOCKET_IFNAME": "=eth1,ib0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1"}
+    del topo["nics"][:2]
+    assert plan(topo)["ranks"][0]["env"]["NCCL_SOCKET_IFNAME"] == "=eno1"  # no fabric netdev: plain Ethernet

@@ -619,9 +619,14 @@ class _Irq(object):
         self.irq = irq
         self.name = name
         self.device = device
-        match = _COMP_NAME.match(name) or _TRAILING_NUMBER.search(name)
+        self.index = irq
+
+    def vector_index(self) -> None:
+        """The driver's vector number (mlx5_comp<N>, <dev>-TxRx-<N>): round-robin follows it, not IRQ numbers."""
+        match = _COMP_NAME.match(self.name) or _TRAILING_NUMBER.search(self.name)
         number = next((g for g in match.groups() if g is not None), None) if match else None
-        self.index = int(number) if number is not None else irq
+        if number is not None:
+            self.index = int(number)
 
 
 class _IrqSets(NamedTuple):
@@ -631,10 +636,17 @@ class _IrqSets(NamedTuple):
     managed: List[_Irq]
 
 
-def _is_managed(entry: Dict[str, Any], name: str) -> bool:
-    if entry.get("managed") is True:
-        return True
-    return entry.get("kind") == "nvme_queue" or bool(_NVME_QUEUE.match(name))
+def _irq_class(entry: Dict[str, Any], name: str) -> Optional[str]:
+    """'managed', 'comp', 'control' or None (not the planner's business). Discovery's ``kind`` first,
+    then the names the kernel drivers use, so hand-built or older topologies work too."""
+    kind = entry.get("kind")
+    if entry.get("managed") is True or kind == "nvme_queue" or (name.startswith("nvme") and _NVME_QUEUE.match(name)):
+        return "managed"
+    if kind == "nic_comp" or name.startswith("mlx5_comp") or (kind is None and _COMP_NAME.match(name)):
+        return "comp"
+    if kind == "nic_async" or (name.startswith("mlx5_") and _ASYNC_NAME.match(name)):
+        return "control"
+    return None
 
 
 def _classify_irqs(model: _Model) -> _IrqSets:
@@ -642,26 +654,29 @@ def _classify_irqs(model: _Model) -> _IrqSets:
     comp_unknown, control, managed = [], [], []  # type: List[_Irq], List[_Irq], List[_Irq]
     seen = set()  # type: Set[int]
     for entry in model.topology.get("irqs") or []:
+        name = entry.get("name") or ""
+        what = _irq_class(entry, name)
+        if what is None:
+            continue
         number = _as_int(entry.get("irq"))
         if number is None or number in seen:
             continue
         seen.add(number)
-        name = entry.get("name") or ""
-        kind = entry.get("kind")
         device = _norm_bdf(entry.get("device"))
         if device is None:
             found = _PCI_IN_NAME.search(name)
             device = found.group(1).lower() if found else None
         irq = _Irq(entry, number, name, device)
-        if _is_managed(entry, name):
+        if what == "managed":
             managed.append(irq)
-        elif kind == "nic_comp" or name.startswith("mlx5_comp") or (kind is None and _COMP_NAME.match(name)):
+        elif what == "control":
+            control.append(irq)
+        else:
+            irq.vector_index()
             if device is None:
                 comp_unknown.append(irq)
             else:
                 comp.setdefault(device, []).append(irq)
-        elif kind == "nic_async" or _ASYNC_NAME.match(name):
-            control.append(irq)
     for vectors in comp.values():
         vectors.sort(key=lambda i: (i.index, i.irq))
     managed.sort(key=lambda i: i.irq)
@@ -828,7 +843,10 @@ class _Nearby(NamedTuple):
 
 
 def _nearby_candidates(model: _Model) -> _Nearby:
+    """The netdevs and HCAs NCCL may use: up, on a PCI device; netdevs of the RDMA fabric (IPoIB, or an
+    Ethernet port of an HCA for RoCE) are preferred over plain Ethernet such as a management port."""
     netdevs = []
+    fabric = set()
     for nic in sorted(model.topology.get("nics") or [], key=lambda n: str(n.get("name"))):
         name = nic.get("name")
         if not name or _norm_bdf(nic.get("bdf")) is None or nic.get("type") not in ("infiniband", "ether"):
@@ -839,6 +857,10 @@ def _nearby_candidates(model: _Model) -> _Nearby:
         dev = model.pci.get(bdf or "") or {}
         node, _, _ = model.locate(nic.get("numa_node"), dev.get("local_cpus"))
         netdevs.append((str(name), node, model.nodes[node].package if node is not None else None))
+        if nic.get("type") == "infiniband" or nic.get("ib_device"):
+            fabric.add(str(name))
+    if fabric:
+        netdevs = [entry for entry in netdevs if entry[0] in fabric]
     hcas = []
     for hca in sorted(model.topology.get("ib_devices") or [], key=lambda h: str(h.get("name"))):
         name = hca.get("name")
@@ -891,7 +913,8 @@ def plan(topology: Dict[str, Any], policy: Optional[Dict[str, Any]] = None) -> D
     def stays_online(core: _Core) -> List[int]:
         return [t for t in core.online if t not in smt.going_offline]
 
-    ranks = _rank_entries(model, pol, units, stays_online)
+    nearby = _nearby_candidates(model)
+    ranks = _rank_entries(model, pol, units, stays_online, nearby)
     irq_affinity, left_alone = _place_nic_irqs(model, pol, irqs, node_plans, device_home, warnings)
     nic_irq_cpus = sorted(set(cpu for entry in irq_affinity for cpu in entry["cpus"]))
     housekeeping = sorted(t for n in node_plans.values() for c in n.housekeeping for t in stays_online(c))
@@ -907,6 +930,7 @@ def plan(topology: Dict[str, Any], policy: Optional[Dict[str, Any]] = None) -> D
         "managed_irqs": _managed_entries(irqs),
         "irq_left_alone": left_alone,
         "irqbalance": _plan_irqbalance(model, pol, irq_affinity, nic_irq_cpus, stays_online),
+        "nccl_env": _node_nccl_env(nearby),
         "numa": _numa_entries(model, node_plans, units, stays_online, smt),
         "reasons": {"smt": smt.reason, "housekeeping": hk_reason},
         "warnings": warnings,
@@ -935,8 +959,8 @@ def _node_plans(model: _Model, policy: Policy, hk_ids: Set[int], irqs: _IrqSets,
     return plans, device_home
 
 
-def _rank_entries(model: _Model, policy: Policy, units: List[_Unit], stays_online: Any) -> List[Dict[str, Any]]:
-    nearby = _nearby_candidates(model)
+def _rank_entries(model: _Model, policy: Policy, units: List[_Unit], stays_online: Any,
+                  nearby: _Nearby) -> List[Dict[str, Any]]:
     entries = []
     for rank, unit in enumerate(units):
         node = model.nodes[unit.home] if unit.home is not None else None
@@ -986,6 +1010,16 @@ def _rank_entries(model: _Model, policy: Policy, units: List[_Unit], stays_onlin
             "reason": reason,
         })
     return entries
+
+
+def _node_nccl_env(nearby: _Nearby) -> Dict[str, str]:
+    """Node-wide NCCL NIC selection (every usable NIC), e.g. for /etc/rccl.conf; the ranks carry the nearest."""
+    env = {}
+    if nearby.netdevs:
+        env["NCCL_SOCKET_IFNAME"] = _nccl_list([name for name, _, _ in nearby.netdevs])
+    if nearby.hcas:
+        env["NCCL_IB_HCA"] = _nccl_list([name for name, _, _ in nearby.hcas])
+    return env
 
 
 def _ranks_on(units: List[_Unit], node: Optional[int]) -> int:

@@ -1,0 +1,114 @@
+"""Golden layouts of the lab's simulated MI250 and MI300X nodes (explained in docs/layout.md).
+
+Each node is built from its spec in ``inventories/lab/specs`` with the simulated-node generator, discovered
+like a real node, and planned with the default policy. The golden files hold a digest of the Layout (the
+per-IRQ entries summarised per device) so that a change is readable in review. Regenerate after an intended
+change with ``NODETUNE_UPDATE_GOLDEN=1`` and explain the difference in docs/layout.md.
+
+Independently of the golden files, the spec's own facts are checked: each GPU's rank sits on the NUMA node
+the spec gives the GPU, and each HCA's completion vectors on the node the spec gives the HCA.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
+
+REPO = Path(__file__).resolve().parents[2]
+SPECS = REPO / "inventories" / "lab" / "specs"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+NODES = ("mi250", "mi300x")
+
+
+def compact(value):
+    """Lists of CPU/IRQ ids as one string each, so the golden files read (and diff) line by line: a sorted set
+    as a cpulist ("8-29"), an ordered sequence (vector -> CPU) as space-separated numbers."""
+    if isinstance(value, dict):
+        return {k: compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        if value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            if value == sorted(set(value)):
+                return format_cpulist(value)
+            return " ".join(str(v) for v in value)
+        return [compact(v) for v in value]
+    return value
+
+
+def digest(layout: dict) -> dict:
+    """The Layout with its per-IRQ lists summarised per device (vector -> CPU order kept)."""
+    out = {k: v for k, v in layout.items() if k not in ("irq_affinity", "managed_irqs", "irq_left_alone")}
+    pinned: dict[str, dict] = {}
+    for entry in layout["irq_affinity"]:
+        dev = pinned.setdefault(entry["device"], {"numa_node": entry["numa_node"], "irqs": [], "cpus": []})
+        dev["irqs"].append(entry["irq"])
+        dev["cpus"].extend(entry["cpus"])
+    for dev in pinned.values():
+        dev["irqs"] = format_cpulist(dev["irqs"])
+    out["irq_affinity"] = pinned
+    out["irq_affinity_reason_example"] = layout["irq_affinity"][0]["reason"] if layout["irq_affinity"] else None
+    managed: dict[str, dict] = {}
+    for entry in layout["managed_irqs"]:
+        dev = managed.setdefault(str(entry["device"]), {"count": 0, "cpus": set()})
+        dev["count"] += 1
+        dev["cpus"].update(entry["cpus"] or [])
+    out["managed_irqs"] = {k: {"count": v["count"], "cpus": format_cpulist(v["cpus"])} for k, v in managed.items()}
+    out["irq_left_alone"] = [e["name"] for e in layout["irq_left_alone"]]
+    return compact(out)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    try:
+        from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+        from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+    except ImportError as exc:
+        pytest.skip(f"the simulated-node generator or discovery is not available yet ({exc})")
+    missing = [n for n in NODES if not (SPECS / f"{n}.yml").is_file()]
+    if missing:
+        pytest.skip(f"lab specs missing: {', '.join(str(SPECS / (n + '.yml')) for n in missing)}")
+    nodes = {}
+    for name in NODES:
+        dest = tmp_path_factory.mktemp("lab") / name
+        simnode.build(str(SPECS / f"{name}.yml"), str(dest))
+        nodes[name] = discover(str(dest))
+    return nodes
+
+
+@pytest.mark.parametrize("name", NODES)
+def test_golden_layout(lab, name):
+    got = json.loads(json.dumps(digest(plan(lab[name]))))
+    path = GOLDEN / f"layout-{name}.json"
+    if os.environ.get("NODETUNE_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    assert path.is_file(), f"{path} is missing: run with NODETUNE_UPDATE_GOLDEN=1 once and review it"
+    want = json.loads(path.read_text())
+    for key in sorted(set(want) | set(got)):
+        assert got.get(key) == want.get(key), f"{name}: Layout key {key!r} differs from {path.name}"
+
+
+@pytest.mark.parametrize("name", NODES)
+def test_lab_layout_matches_the_spec(lab, name):
+    spec = yaml.safe_load((SPECS / f"{name}.yml").read_text())
+    topo = lab[name]
+    layout = plan(topo)
+    node_cpus = {n["id"]: set(n["cpus"]) for n in topo["numa_nodes"]}
+    gpu_node = {g["bdf"]: g["numa_node"] for g in spec["gpus"]}
+    assert sorted(r["gpu"] for r in layout["ranks"]) == sorted(gpu_node)
+    for rank in layout["ranks"]:
+        assert rank["numa_node"] == gpu_node[rank["gpu"]]
+        assert set(rank["cpus"]) <= node_cpus[gpu_node[rank["gpu"]]]
+    nic_node = {n["bdf"]: n["numa_node"] for n in spec["nics"]}
+    for entry in layout["irq_affinity"]:
+        assert entry["cpus"][0] in node_cpus[nic_node[entry["device"]]]
+    hcas = {n["bdf"] for n in spec["nics"] if n["name"].startswith("ib")}
+    assert hcas <= {e["device"] for e in layout["irq_affinity"]}
+    rank_cpus = [set(r["cpus"]) for r in layout["ranks"]]
+    assert sum(map(len, rank_cpus)) == len(set().union(*rank_cpus)), "rank sets overlap"
+    assert not set(layout["nic_irq_cpus"]) & set().union(*rank_cpus)
