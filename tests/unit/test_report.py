@@ -145,3 +145,26 @@ def test_unreachable_and_skipped_results_are_failed_with_a_reason() -> None:
     assert report.node_outcome({"unreachable": True, "msg": "ssh: timeout"})[2] == "unreachable: ssh: timeout"
     assert report.node_outcome({"skipped": True, "skip_reason": "Conditional result was False"})[0] == "failed"
     assert report.node_outcome(FLEET["mi300x-01"]["report"])[0] == "ok"  # a report itself is accepted too
+
+
+# ------------------------------------------------------------------------------------------------ filters
+def test_filters_collect_hostvars_and_render_the_same_reports() -> None:
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.nodetune.instinct.plugins.filter import report as filters
+
+    hostvars = {host: {"nodetune_verify_result": result, "other": 1} for host, result in FLEET.items()
+                if result is not None}
+    hostvars["mi250-03"] = {"other": 1}  # unreachable: registered nothing
+    collected = filters.nodetune_verify_results(hostvars, list(FLEET) + ["not-in-inventory"])
+    assert collected["mi250-03"] is None and collected["not-in-inventory"] is None
+    assert collected["mi300x-02"] == FLEET["mi300x-02"]
+    names = filters.FilterModule().filters()
+    assert names["nodetune_junit"](collected) == report.junit_xml({**FLEET, "not-in-inventory": None})
+    summary = names["nodetune_fleet_summary"](collected, 1)
+    assert summary["top_drift_ids"] == [{"id": "nvme.scheduler", "nodes": 2}]
+    assert names["nodetune_prometheus"](FLEET["mi250-01"], 5.0) == \
+        report.prometheus_text(FLEET["mi250-01"]["findings"], timestamp=5.0)
+    with pytest.raises(AnsibleFilterError, match="hosts must be a list"):
+        filters.nodetune_verify_results(hostvars, "mi250-01")
+    with pytest.raises(AnsibleFilterError, match="expected a mapping of host name"):
+        names["nodetune_junit"]([1, 2])
