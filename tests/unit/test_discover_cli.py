@@ -102,7 +102,8 @@ def test_cli_on_a_real_capture() -> None:
     topo = json.loads(result.stdout)
     assert len(topo["cpus"]) == 16 and [n["id"] for n in topo["numa_nodes"]] == [0, 1]
     human = run_cli("discover", "--root", str(root))
-    assert "mlx4_0/1 ACTIVE 56 Gb/sec (4X FDR)" in human.stdout.replace("\n", " ")
+    assert "mlx4_0/1 ACTIVE 56 Gb/sec (4X FDR) (InfiniBand)" in human.stdout
+    assert "ib0 infiniband, mtu 2044, node 1, ipoib connected, 0000:82:00.0" in human.stdout
 
 
 # ------------------------------------------------------------------------------------------- module

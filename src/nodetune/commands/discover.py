@@ -83,27 +83,21 @@ def summary_lines(topo: dict[str, Any]) -> list[tuple[str, str]]:
         memory = f", {n['memory_kb'] // 1048576} GiB" if n["memory_kb"] else ""
         cpus_text = f"{len(n['cpus'])} CPUs: {_cpulist(n['cpus'])}" if n["has_cpus"] else "no CPUs (memory only)"
         lines.append((f"  node{n['id']}", cpus_text + memory))
-    gpus = topo["gpus"]
-    if gpus:
-        lines.append(("GPUs", "; ".join(
-            f"{g['bdf']} {g['vendor']}" + (f" {g['name']}" if g["name"] else "") + f" node {g['numa_node']}"
-            + (f" ({g['partitions']} partitions)" if g["partitions"] > 1 else "")
-            for g in gpus)))
-    nics = topo["nics"]
-    if nics:
-        lines.append(("NICs", "; ".join(
-            f"{n['name']} {n['type']} mtu {n['mtu']} node {n['numa_node']}"
-            + (f" ipoib {n['ipoib_mode']}" if n["ipoib_mode"] else "")
-            for n in nics)))
-    ports = [(d, p) for d in topo["ib_devices"] for p in d["ports"]]
-    if topo["ib_devices"]:
-        lines.append(("IB ports", "; ".join(
-            f"{d['name']}/{p['port']} {p['state']} {p['rate']}" for d, p in ports) or "HCAs without ports"))
-    nvme = [b for b in topo["block_devices"] if b["kind"] == "nvme"]
-    if nvme:
-        lines.append(("NVMe", "; ".join(
-            f"{b['name']} node {b['numa_node']} sched {b['scheduler']} nr_requests {b['nr_requests']} "
-            f"hw queues {b['hw_queues']}" for b in nvme)))
+    _section(lines, "GPUs", [
+        f"{g['bdf']} {g['vendor']}" + (f" {g['name']}" if g["name"] else "") + f", node {g['numa_node']}"
+        + (f", {g['partitions']} partitions" if g["partitions"] > 1 else "")
+        + (f", {len(g['xgmi_peers'])} xGMI peers" if g["xgmi_peers"] else "") for g in topo["gpus"]])
+    _section(lines, "NICs", [
+        f"{n['name']} {n['type']}, mtu {n['mtu']}, node {n['numa_node']}"
+        + (f", ipoib {n['ipoib_mode']}" if n["ipoib_mode"] else "") + (f", {n['bdf']}" if n["bdf"] else "")
+        for n in topo["nics"]])
+    _section(lines, "IB ports", [
+        f"{d['name']}/{p['port']} {p['state']} {p['rate']} ({p['link_layer']})"
+        for d in topo["ib_devices"] for p in d["ports"]])
+    _section(lines, "NVMe", [
+        f"{b['name']} node {b['numa_node']}, scheduler {b['scheduler']}, nr_requests {b['nr_requests']}, "
+        + (f"{b['hw_queues']} hw queues" if b["hw_queues"] is not None else "hw queues unknown (no mq/)")
+        for b in topo["block_devices"] if b["kind"] == "nvme"])
     irqs = topo["irqs"]
     if irqs:
         managed = sum(1 for i in irqs if i["managed"])
@@ -113,6 +107,13 @@ def summary_lines(topo: dict[str, Any]) -> list[tuple[str, str]]:
     if topo["warnings"]:
         lines.append(("warnings", f"{len(topo['warnings'])} (see --json)"))
     return lines
+
+
+def _section(lines: list[tuple[str, str]], label: str, items: list[str]) -> None:
+    """A count row, then one row per item (nothing at all for an empty section: ``absent`` says it)."""
+    if items:
+        lines.append((label, str(len(items))))
+        lines.extend(("", item) for item in items)
 
 
 def print_summary(topo: dict[str, Any]) -> None:
