@@ -64,7 +64,8 @@ def node_outcome(result: Any) -> Tuple[str, Optional[Dict[str, Any]], str]:
         return "failed", None, str(result.get("msg") or "verify failed")
     if result.get("skipped"):
         return "failed", None, "verify was skipped on this host (%s)" % result.get("skip_reason", "condition")
-    report = result.get("report") if isinstance(result.get("report"), dict) else result
+    nested = result.get("report")
+    report: Dict[str, Any] = nested if isinstance(nested, dict) else result
     if not isinstance(report.get("findings"), list):
         return "failed", None, "the result holds no findings"
     return "ok", report, ""
