@@ -160,8 +160,8 @@ def check_gpu_temp(root: Root, topology: Dict[str, Any], cfg: Dict[str, Any]) ->
         hwmon = gpu.get("hwmon")
         temps = gpu_temperatures(root, hwmon) if hwmon else []
         if not temps:
-            findings.append(_unsupported("gpu_temp", gpu["bdf"], "no hwmon temperature for this GPU (driver not "
-                                                                  "loaded, or a virtual function)"))
+            findings.append(_unsupported(
+                "gpu_temp", gpu["bdf"], "no hwmon temperature for this GPU (driver not loaded, or a virtual function)"))
             continue
         label, hottest = max(temps, key=lambda item: item[1])
         good = hottest <= limit
@@ -183,8 +183,9 @@ def check_gpu_power(root: Root, topology: Dict[str, Any], cfg: Dict[str, Any]) -
         hwmon = gpu.get("hwmon")
         reading = gpu_power(root, hwmon) if hwmon else None
         if reading is None:
-            findings.append(_unsupported("gpu_power", gpu["bdf"], "no hwmon power1_average/power1_input for this GPU "
-                                                                   "(on MI250 only one GCD of each OAM reports it)"))
+            findings.append(_unsupported(
+                "gpu_power", gpu["bdf"],
+                "no hwmon power1_average/power1_input for this GPU (on MI250 only one GCD of each OAM reports it)"))
             continue
         source, watts = reading
         good = watts <= limit

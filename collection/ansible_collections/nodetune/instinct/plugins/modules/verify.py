@@ -24,7 +24,7 @@ description:
   - One module call per node does everything, so an audit of a fleet costs one round trip per host.
 version_added: "0.1.0"
 author:
-  - nodetune contributors
+  - nodetune contributors (@nodetune)
 options:
   root:
     description:
@@ -84,8 +84,10 @@ options:
     type: str
 attributes:
   check_mode:
+    description: Runs the same audit; only the Prometheus textfile is not written.
     support: full
   diff_mode:
+    description: Verify changes nothing, so there is no diff.
     support: none
 notes:
   - Metrics in the textfile are C(nodetune_drift{check="<id>",target="<target>"}) (1 = drift, else 0),
