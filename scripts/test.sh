@@ -62,7 +62,8 @@ have_test_files() {
 stage_pytest() {
     local junit rc counts
     junit="$(mktemp --suffix=.xml)"
-    python -m pytest --junitxml="$junit" "${pytest_args[@]}"
+    # --durations: the slowest tests are named in every run, so a slow CI shows where the time goes.
+    python -m pytest --junitxml="$junit" --durations=15 "${pytest_args[@]}"
     rc=$?
     if [ -s "$junit" ]; then
         counts="$(python - "$junit" <<'PY'
