@@ -855,7 +855,7 @@ def _nearby_candidates(model: _Model) -> _Nearby:
             continue
         bdf = _norm_bdf(nic.get("bdf"))
         dev = model.pci.get(bdf or "") or {}
-        node, _, _ = model.locate(nic.get("numa_node"), dev.get("local_cpus"))
+        node = model.locate(nic.get("numa_node"), dev.get("local_cpus"))[0]
         netdevs.append((str(name), node, model.nodes[node].package if node is not None else None))
         if nic.get("type") == "infiniband" or nic.get("ib_device"):
             fabric.add(str(name))
@@ -870,20 +870,20 @@ def _nearby_candidates(model: _Model) -> _Nearby:
         if states and all(s and s != "ACTIVE" for s in states):
             continue
         dev = model.pci.get(_norm_bdf(hca.get("bdf")) or "") or {}
-        node, _, _ = model.locate(hca.get("numa_node"), dev.get("local_cpus"))
+        node = model.locate(hca.get("numa_node"), dev.get("local_cpus"))[0]
         hcas.append((str(name), node, model.nodes[node].package if node is not None else None))
     return _Nearby(netdevs, hcas)
 
 
 def _nearest(items: List[Tuple[str, Optional[int], Optional[int]]], node: Optional[int],
              package: Optional[int]) -> Tuple[List[str], str]:
-    same_node = [name for name, n, _ in items if node is not None and n == node]
+    same_node = [item[0] for item in items if node is not None and item[1] == node]
     if same_node:
         return same_node, "same NUMA node"
-    same_package = [name for name, _, p in items if package is not None and p == package]
+    same_package = [item[0] for item in items if package is not None and item[2] == package]
     if same_package:
         return same_package, "same socket"
-    return [name for name, _, _ in items], "no NIC on the GPU's node or socket: all NICs"
+    return [item[0] for item in items], "no NIC on the GPU's node or socket: all NICs"
 
 
 def _nccl_list(names: List[str]) -> str:
@@ -938,9 +938,11 @@ def plan(topology: Dict[str, Any], policy: Optional[Dict[str, Any]] = None) -> D
     return layout
 
 
+_Location = Tuple[Optional[int], Optional[Set[int]], str]  # (NUMA node, CPUs it is restricted to, why)
+
+
 def _node_plans(model: _Model, policy: Policy, hk_ids: Set[int], irqs: _IrqSets, units: List[_Unit],
-                warnings: List[str]) -> Tuple[Dict[int, _NodePlan], Dict[str, Tuple[Optional[int], Optional[Set[int]],
-                                                                                      str]]]:
+                warnings: List[str]) -> Tuple[Dict[int, _NodePlan], Dict[str, _Location]]:
     plans = {node.id: _NodePlan(node) for node in model.cpu_nodes()}
     for node_plan in plans.values():
         node_plan.housekeeping = [c for c in node_plan.node.cores if c.kept in hk_ids]
@@ -1016,9 +1018,9 @@ def _node_nccl_env(nearby: _Nearby) -> Dict[str, str]:
     """Node-wide NCCL NIC selection (every usable NIC), e.g. for /etc/rccl.conf; the ranks carry the nearest."""
     env = {}
     if nearby.netdevs:
-        env["NCCL_SOCKET_IFNAME"] = _nccl_list([name for name, _, _ in nearby.netdevs])
+        env["NCCL_SOCKET_IFNAME"] = _nccl_list([item[0] for item in nearby.netdevs])
     if nearby.hcas:
-        env["NCCL_IB_HCA"] = _nccl_list([name for name, _, _ in nearby.hcas])
+        env["NCCL_IB_HCA"] = _nccl_list([item[0] for item in nearby.hcas])
     return env
 
 
@@ -1027,7 +1029,7 @@ def _ranks_on(units: List[_Unit], node: Optional[int]) -> int:
 
 
 def _place_nic_irqs(model: _Model, policy: Policy, irqs: _IrqSets, plans: Dict[int, _NodePlan],
-                    device_home: Dict[str, Tuple[Optional[int], Optional[Set[int]], str]],
+                    device_home: Dict[str, _Location],
                     warnings: List[str]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     placed = []  # type: List[Dict[str, Any]]
     left = []  # type: List[Dict[str, Any]]
