@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
               f"{exc}); set NODETUNE_DEBUG=1 for the traceback and please report it", file=sys.stderr)
         return EXIT_FAILURE
     if args.json:
-        sys.stdout.write(json.dumps(topology))
+        sys.stdout.write(json.dumps(topology, separators=(",", ":")))
         sys.stdout.write("\n")
         return EXIT_OK
     print_summary(topology)

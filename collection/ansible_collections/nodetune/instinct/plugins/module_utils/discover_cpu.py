@@ -178,11 +178,11 @@ def read_cpus(root: Root, cpu_lists: Dict[str, Optional[List[int]]], numa_nodes:
             node_of.setdefault(cpu, node["id"])
     cpus: List[Dict[str, Any]] = []
     cpu_dirs = numbered(root.listdir(CPU_DIR), _CPU_NAME)
-    listings = [root.listdir(CPU_DIR + "/" + name) for _, name in cpu_dirs]
+    listings = [root.listdir(CPU_DIR + "/" + name) for _cpu, name in cpu_dirs]
     topologies = root.read_attrs_many(
-        ["%s/%s/topology" % (CPU_DIR, name) for _, name in cpu_dirs], _TOPOLOGY_FILES)
+        ["%s/%s/topology" % (CPU_DIR, name) for _cpu, name in cpu_dirs], _TOPOLOGY_FILES)
     subdirs: Dict[int, Set[str]] = {}
-    for (cpu_id, name), entries, (topo_texts, _) in zip(cpu_dirs, listings, topologies):
+    for (cpu_id, name), entries, (topo_texts, _mode) in zip(cpu_dirs, listings, topologies):
         rel = CPU_DIR + "/" + name
         subdirs[cpu_id] = {d for d in ("cpufreq", "cpuidle") if d in entries}
         hotpluggable = "online" in entries
@@ -247,7 +247,7 @@ def _cpufreq_sources(root: Root, cpus: List[Dict[str, Any]],
     """
     policies = numbered(root.listdir(CPU_DIR + "/cpufreq"), _POLICY_NAME)
     if policies:
-        return [(CPU_DIR + "/cpufreq/" + name, None) for _, name in policies]
+        return [(CPU_DIR + "/cpufreq/" + name, None) for _policy, name in policies]
     sources: List[Tuple[str, Optional[List[int]]]] = []
     for cpu in cpus:
         rel = "%s/cpu%d/cpufreq" % (CPU_DIR, cpu["id"])

@@ -188,7 +188,7 @@ def read_kfd(root: Root) -> Optional[Dict[int, Dict[str, Any]]]:
         texts = root.read_attrs(rel, ("properties", "gpu_id"))
         links: List[Tuple[int, int]] = []
         link_dirs = ["%s/io_links/%s" % (rel, link) for link in root.subdirs(rel + "/io_links")]
-        for (link_texts, _) in root.read_attrs_many(link_dirs, ("properties",)):
+        for link_texts, _mode in root.read_attrs_many(link_dirs, ("properties",)):
             props = parse_key_value(link_texts[0])
             link_type, node_to = parse_int(props.get("type")), parse_int(props.get("node_to"))
             if link_type is not None and node_to is not None:

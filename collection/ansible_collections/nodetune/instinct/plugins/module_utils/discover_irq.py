@@ -61,8 +61,8 @@ def parse_interrupts(text: str) -> Tuple[List[int], List[Dict[str, Any]]]:
             continue
         label = line[:colon].strip()
         region = line[colon + 1:colon + 1 + span]
-        if label.isdigit() and len(region) == span and (not region[_COLUMN - 1::_COLUMN].strip()
-                                                         or not region[::_COLUMN].strip()):
+        fixed_width = not region[_COLUMN - 1::_COLUMN].strip() or not region[::_COLUMN].strip()
+        if label.isdigit() and len(region) == span and fixed_width:
             # The kernel prints every count in a fixed 10-digit column ("%10u " or " %10u"; counts are
             # 32-bit, so never wider): the name starts right after the last column, no split needed.
             ncounts = width
@@ -96,14 +96,14 @@ def _split_tail(tail: str) -> Tuple[Optional[str], Optional[str], str]:
     tail = tail.strip()
     if not tail:
         return None, None, ""
-    chip, _, after = tail.partition(" ")
+    chip, _sep, after = tail.partition(" ")
     after = after.lstrip()
-    token, _, rest = after.partition(" ")
+    token, _sep, rest = after.partition(" ")
     match = _HWIRQ.match(token)
     if match:
         rest = rest.lstrip()
         # CONFIG_GENERIC_IRQ_SHOW_LEVEL (arm64) prints "Level"/"Edge" before the name.
-        first, _, remainder = rest.partition(" ")
+        first, _sep, remainder = rest.partition(" ")
         if first in ("Level", "Edge"):
             rest = remainder.lstrip()
         return chip, match.group(1), rest
@@ -160,7 +160,7 @@ def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str]
     if text is None:
         return None
     try:
-        _, rows = parse_interrupts(text)
+        rows = parse_interrupts(text)[1]
     except ParseError as exc:
         warnings.append(str(exc))
         return None

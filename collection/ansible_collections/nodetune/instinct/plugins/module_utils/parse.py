@@ -159,9 +159,9 @@ def parse_key_value(text: Optional[str], sep: Optional[str] = None) -> Dict[str,
         if not line or line.startswith("#"):
             continue
         if sep is None:
-            key, _, value = line.partition(" ")
+            key, _sep, value = line.partition(" ")
         else:
-            key, _, value = line.partition(sep)
+            key, _sep, value = line.partition(sep)
         result[key.strip()] = value.strip()
     return result
 

@@ -25,7 +25,7 @@ description:
     a VM) is normal; it is listed in C(absent), never an error. Files it could not read are listed in C(warnings).
 version_added: "0.1.0"
 author:
-  - nodetune contributors
+  - nodetune contributors (@nodetune)
 options:
   root:
     description:
