@@ -442,3 +442,16 @@ def test_roots_that_are_not_nodes(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(RootError, match="not a directory"):
         discover(str(tmp_path / "file"))
+
+
+def test_old_kernels_mask_only_siblings_and_no_global_online(tmp_path: Path) -> None:
+    for c in range(4):
+        mask = (1 << (c % 2)) | (4 << (c % 2))  # siblings N and N+2, as a hex mask (no _list file)
+        write(tmp_path, f"sys/devices/system/cpu/cpu{c}/topology/thread_siblings", f"{mask:08x}\n")
+        if c:
+            write(tmp_path, f"sys/devices/system/cpu/cpu{c}/online", "0\n" if c == 3 else "1\n")
+    topo = discover(str(tmp_path))
+    assert [c["thread_siblings"] for c in topo["cpus"]] == [[0, 2], [1, 3], [0, 2], [1, 3]]
+    assert [c["online"] for c in topo["cpus"]] == [True, True, True, False]  # cpu0: no file, cannot go offline
+    assert topo["cpu_lists"]["online"] is None
+    assert any("cpu/online is absent" in w for w in topo["warnings"])

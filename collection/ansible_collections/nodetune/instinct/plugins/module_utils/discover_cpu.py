@@ -35,7 +35,7 @@ _CPU_NAME = re.compile(r"^cpu(\d+)$")
 _NODE_NAME = re.compile(r"^node(\d+)$")
 _POLICY_NAME = re.compile(r"^policy(\d+)$")
 _STATE_NAME = re.compile(r"^state(\d+)$")
-_TOPOLOGY_FILES = ("core_id", "physical_package_id", "die_id", "thread_siblings_list", "thread_siblings")
+_TOPOLOGY_FILES = ("core_id", "physical_package_id", "die_id", "thread_siblings_list")
 _MEMTOTAL = re.compile(r"MemTotal:\s+(\d+)\s*kB")
 
 
@@ -203,8 +203,9 @@ def read_cpus(root: Root, cpu_lists: Dict[str, Optional[List[int]]], numa_nodes:
         topo = dict(zip(_TOPOLOGY_FILES, topo_texts))
         siblings = cpulist_or_none(topo.get("thread_siblings_list"), rel + "/topology/thread_siblings_list",
                                    warnings)
-        if siblings is None:
-            siblings = cpumask_or_none(topo.get("thread_siblings"), rel + "/topology/thread_siblings", warnings)
+        if siblings is None and topo.get("thread_siblings_list") is None:  # kernels before the _list files
+            mask = root.read(rel + "/topology/thread_siblings")
+            siblings = cpumask_or_none(mask, rel + "/topology/thread_siblings", warnings)
         cpus.append({
             "id": cpu_id,
             "online": online,
