@@ -474,6 +474,9 @@ def _plan_smt(model: _Model, policy: Policy, warnings: List[str]) -> _SmtPlan:
         warnings.append("CPUs %s cannot be offlined one by one (no cpuN/online file): they stay online; "
                         "use smt 'control_off' where smt/control exists" % format_cpulist(stuck))
     going = set(c for c in offline if c in model.online)
+    if not offline and stuck:
+        return _SmtPlan([], None, going, "policy smt 'offline_siblings': no sibling thread can be offlined one CPU "
+                                         "at a time on this node (see warnings)")
     return _SmtPlan(sorted(offline), None, going,
                     "policy smt 'offline_siblings': keep the lowest online thread of every core (from "
                     "thread_siblings), offline the other %d sibling threads" % len(offline))
