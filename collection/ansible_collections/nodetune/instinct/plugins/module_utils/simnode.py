@@ -1941,7 +1941,6 @@ def _emit_proc(tree: _Tree, m: _Machine) -> None:
                            "PREEMPT_DYNAMIC" % (m.release, spec["hostname"]))
     values = dict(SYSCTL_DEFAULTS)
     values.update(spec["sysctl"])
-    values.update(m.boot.get("sysctl", {}))
     for key, value in values.items():
         tree.f("proc/sys/" + key.replace(".", "/"), value, 0o644)
     tree.f("proc/sys/kernel/osrelease", m.release)
@@ -2529,11 +2528,11 @@ def _sync_runtime(tree: _Tree, real: str, check_only: bool) -> List[str]:
 
 # ============================================================================================ module helpers
 def state_of(dest: str, spec: Optional[Dict[str, Any]] = None) -> str:
-    """``absent``, ``foreign`` (non-empty, not ours), ``current`` (same spec and generator) or ``stale``."""
-    try:
-        real = _check_dest(dest)
-    except SimNodeError:
-        return "foreign"
+    """``absent``, ``foreign`` (non-empty, not ours), ``current`` (same spec and generator) or ``stale``.
+
+    Raises SimNodeError for destinations that can never hold a simulated node (``/``, a file).
+    """
+    real = _check_dest(dest)
     if not os.path.exists(real) or _is_empty_dir(real):
         return "absent"
     marker = read_marker(real)
