@@ -96,3 +96,12 @@ def test_check_mode_of_the_generator_catches_a_stale_readme(tmp_path: Path, monk
 
 def test_markup_becomes_markdown() -> None:
     assert gen_role_docs.markup("C(echo 1 > f(x)) and B(bold) I(it)") == "`echo 1 > f(x)` and **bold** *it*"
+
+
+def test_the_tune_action_plugin_gathers_the_same_namespaces_as_the_roles() -> None:
+    """apply.yml relies on the action plugin, verify.yml (and composed plays) on the roles' set_fact: same variables."""
+    from ansible_collections.nodetune.instinct.plugins.action import tune as action
+
+    assert dict(action.AREA_ROLES) == {role: set_fact_pattern(role).pattern for role in AREA_MODULES}
+    role, pattern = action.BIOS_ROLE
+    assert set_fact_pattern(role).pattern == pattern

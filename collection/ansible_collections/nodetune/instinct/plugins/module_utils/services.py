@@ -15,8 +15,10 @@ active = ``run/systemd/units/invocation:<unit>`` exists.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import zlib
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 UNIT_DIRS = ("etc/systemd/system", "usr/lib/systemd/system", "lib/systemd/system")
@@ -53,6 +55,21 @@ class SimServices(object):
     def installed(self, unit: str) -> bool:
         return any(self.root.exists("%s/%s" % (d, unit)) for d in UNIT_DIRS)
 
+    def invocation_id(self, unit: str) -> str:
+        """The target of ``run/systemd/units/invocation:<unit>``, as the simulated node was built with it.
+
+        systemd links that name to the unit's invocation id; simnode derives the id from the host name (crc32 of
+        ``<hostname>/invocation``, see simnode._emit_run), so a service started again here gets back the very link
+        the node booted with, and a revert leaves the tree byte-identical.
+        """
+        try:
+            hostname = json.loads(self.root.read(".nodetune-simnode.json", strip=False) or "{}")["spec"]["hostname"]
+        except (ValueError, KeyError, TypeError):
+            hostname = "localhost"
+        text = hostname + "/invocation" + ("" if unit == "irqbalance.service" else "/" + unit)
+        value = (zlib.crc32(text.encode()) << 32) | zlib.crc32((text + "#").encode())
+        return "%032x" % (value & ((1 << 64) - 1))
+
     def state(self, unit: str) -> Dict[str, str]:
         check_unit(unit)
         enabled = os.path.lexists(self.root.real(WANTS) + "/" + unit)
@@ -74,8 +91,7 @@ class SimServices(object):
             flag = self.root.real(RUN_UNITS) + "/invocation:" + unit
             if wanted["active"] == "yes" and not os.path.lexists(flag):
                 os.makedirs(os.path.dirname(flag), exist_ok=True)
-                with open(flag, "w") as handle:
-                    handle.write("simulated\n")
+                os.symlink(self.invocation_id(unit), flag)
             elif wanted["active"] == "no" and os.path.lexists(flag):
                 os.unlink(flag)
 

@@ -29,6 +29,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
 )
 
 MARKER = ".nodetune-simnode.json"
+EPP_CACHED_SUFFIX = ".nodetune-epp-cached"  # amd-pstate's epp_cached, kept beside the EPP file
 SCHED_MAX_REQUESTS = 2048  # block/blk-mq-sched.c: the limit with an elevator
 DEFAULT_TAGS = 1023  # default NVMe hardware tag depth (io_queue_depth 1024 minus one)
 
@@ -252,11 +253,21 @@ def _governor(root, rel: str, value: str) -> bool:
     available = (_read(os.path.join(cpufreq, "scaling_available_governors")) or "").split()
     if available and value not in available:
         raise _err(errno.EINVAL, "governor %r is not one of %s" % (value, " ".join(available)))
+    previous = (_read(root.real(rel)) or "").strip()
     _put(root.real(rel), value + "\n")
     status = (_read(root.real("sys/devices/system/cpu/amd_pstate/status")) or "").strip()
     epp = os.path.join(cpufreq, "energy_performance_preference")
-    if status == "active" and value == "performance" and os.path.exists(epp):
+    if status != "active" or not os.path.exists(epp):
+        return True
+    # amd-pstate keeps the EPP it had (epp_cached) while the performance governor forces 0 ("performance"),
+    # and writes it back when another governor takes over. The simulated node keeps it in a hidden file.
+    cached = epp + EPP_CACHED_SUFFIX
+    if value == "performance" and previous != "performance":
+        _put(cached, _read(epp) or "")
         _put(epp, "performance\n")
+    elif value != "performance" and previous == "performance" and os.path.exists(cached):
+        _put(epp, _read(cached) or "")
+        os.unlink(cached)
     return True
 
 
