@@ -770,7 +770,7 @@ class _Cpus(object):
         for key in self.core_cpus:
             self.core_cpus[key].sort()
         self.nodes = self.sockets * self.nps
-        self.node_cpus: List[List[int]] = [[] for _ in range(self.nodes)]
+        self.node_cpus: List[List[int]] = [[] for _node in range(self.nodes)]
         for cid in range(self.count):
             self.node_cpus[self.node[cid]].append(cid)
         smt = cpu["smt"]
@@ -826,7 +826,7 @@ class _Cpus(object):
     def _group_evenly(self, groups: int) -> List[List[int]]:
         nodes = [n for n in range(self.nodes) if self.node_cpus[n]]
         groups = max(1, min(groups, self.count))
-        masks: List[List[int]] = [[] for _ in range(groups)]
+        masks: List[List[int]] = [[] for _group in range(groups)]
         if groups <= len(nodes):
             for index, n in enumerate(nodes):
                 masks[index % groups].extend(self.node_cpus[n])
@@ -846,7 +846,7 @@ class _Cpus(object):
             taken = set()
             ncpus = len(free)
             extra = ncpus - per_node[n] * (ncpus // per_node[n])
-            for _ in range(per_node[n]):
+            for _group in range(per_node[n]):
                 want = ncpus // per_node[n]
                 if extra:
                     want += 1
@@ -924,7 +924,7 @@ def _attachments(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
         group = groups.setdefault(key, {"rc": rc, "switch": dev["switch"], "members": []})
         group["members"].append((where, dev, kind))
     vga = spec["bmc_vga"]
-    used_buses = set(_bus(d["bdf"]) for _, d, _ in endpoints)
+    used_buses = set(_bus(member[1]["bdf"]) for member in endpoints)
     if vga is True:
         # The BMC's VGA sits on root complex 0, on the highest bus nobody else uses.
         bus = span - 1
@@ -933,8 +933,8 @@ def _attachments(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
         vga = "0000:%02x:00.0" % bus
     if vga:
         spec_vga = {"bdf": vga, "switch": None, "numa_node": None}
-        groups[(_bus(vga) // span, "slot:%02x" % _bus(vga))] = {"rc": _bus(vga) // span, "switch": None,
-                                                                 "members": [("bmc_vga", spec_vga, "vga")]}
+        groups[(_bus(vga) // span, "slot:%02x" % _bus(vga))] = {
+            "rc": _bus(vga) // span, "switch": None, "members": [("bmc_vga", spec_vga, "vga")]}
     result = []
     for (rc, _key), group in sorted(groups.items(), key=lambda kv: (kv[1]["rc"], min(_bus(m[1]["bdf"])
                                                                                      for m in kv[1]["members"]))):
@@ -1303,7 +1303,7 @@ class _Tree(object):
 
 def _kernel_relative(link: str, target: str) -> str:
     """sysfs writes links up to the target's parent, then down: ``../../../0000:82:00.0``."""
-    target_parent, _, name = target.rpartition("/")
+    target_parent, _sep, name = target.rpartition("/")
     rel = os.path.relpath(target_parent or ".", link.rpartition("/")[0] or ".")
     return name if rel == "." else rel + "/" + name
 
@@ -1437,7 +1437,7 @@ def _isolation(cmdline: str, count: int) -> Tuple[List[int], List[int]]:
     isolated: List[int] = []
     nohz: List[int] = []
     for token in cmdline.split():
-        key, _, value = token.partition("=")
+        key, _sep, value = token.partition("=")
         try:
             if key == "isolcpus":
                 parts = value.split(",")
@@ -1525,8 +1525,8 @@ def _emit_pci(tree: _Tree, m: _Machine) -> None:
     ordered = sorted(m.pci.values(), key=lambda d: d.bdf)
     for group_id, dev in enumerate(ordered):
         groups[dev.bdf] = group_id
-    iommus = dict((bus, index) for index, (bus, _) in enumerate(m.root_complexes))
-    _, span = _root_complex_layout(m.spec)
+    iommus = dict((rc[0], index) for index, rc in enumerate(m.root_complexes))
+    span = _root_complex_layout(m.spec)[1]
     for bus, node in m.root_complexes:
         host = "sys/devices/pci0000:%02x" % bus
         tree.f(host + "/uevent", "")
@@ -1842,8 +1842,9 @@ def _emit_nvme(tree: _Tree, m: _Machine) -> None:
         tree.f(c + "/queue_count", queues["total"] + 1)
         tree.f(c + "/sqsize", queues["tags"])
         tree.f(c + "/dev", "240:%d" % index)
-        tree.f(c + "/subsysnqn", "nqn.2014.08.org.nvmexpress:%04x%04x%s" % (model["vendor"], model["subsystem"],
-                                                                             model["model"].replace(" ", "")))
+        nqn = "nqn.2014.08.org.nvmexpress:%04x%04x%s" % (
+            model["vendor"], model["subsystem"], model["model"].replace(" ", ""))
+        tree.f(c + "/subsysnqn", nqn)
         tree.link(c + "/device", dev.path)
         tree.link(c + "/subsystem", "sys/class/nvme")
         tree.link("sys/class/nvme/%s" % name, c)
@@ -1906,11 +1907,11 @@ def _emit_irqs(tree: _Tree, m: _Machine) -> None:
     while prec < 10 and limit <= nr_irqs:
         prec += 1
         limit *= 10
-    zero = "%10u " % 0
+    zero = "%10d " % 0
     lines = [" " * (prec + 8) + "".join("CPU%-8d" % c for c in online)]
     for irq in sorted(m.irqs, key=lambda i: i.number):
         where = column.get(irq.effective, 0)
-        counts = zero * where + "%10u " % irq.count + zero * (len(online) - where - 1)
+        counts = zero * where + "%10d " % irq.count + zero * (len(online) - where - 1)
         lines.append("%*d: %s %8s %*s-%-8s  %s" % (prec, irq.number, counts, irq.chip, prec, irq.hwirq, irq.flow,
                                                    irq.name))
     arch = [("NMI", "Non-maskable interrupts", 1), ("LOC", "Local timer interrupts", 1000),
@@ -1921,11 +1922,11 @@ def _emit_irqs(tree: _Tree, m: _Machine) -> None:
             ("THR", "Threshold APIC interrupts", 0), ("DFR", "Deferred Error APIC interrupts", 0),
             ("MCE", "Machine check exceptions", 0), ("MCP", "Machine check polls", 3)]
     for label, text, scale in arch:
-        counts = "".join("%10u " % (scale * (1000 + (cpu * 37) % 500)) for cpu in online) if scale else \
+        counts = "".join("%10d " % (scale * (1000 + (cpu * 37) % 500)) for cpu in online) if scale else \
             zero * len(online)
         lines.append("%*s: %s  %s" % (prec, label, counts, text))
-    lines.append("%*s: %10u" % (prec, "ERR", 0))
-    lines.append("%*s: %10u" % (prec, "MIS", 0))
+    lines.append("%s: %10d" % ("ERR".rjust(prec), 0))
+    lines.append("%s: %10d" % ("MIS".rjust(prec), 0))
     for label, text in (("PIN", "Posted-interrupt notification event"), ("NPI", "Nested posted-interrupt event"),
                         ("PIW", "Posted-interrupt wakeup event")):
         lines.append("%*s: %s  %s" % (prec, label, zero * len(online), text))
@@ -2146,7 +2147,7 @@ def _modprobe_nvme(dest: str, notes: List[str]) -> Dict[str, int]:
             if len(words) < 3 or words[0] != "options" or words[1] != "nvme":
                 continue
             for word in words[2:]:
-                key, _, value = word.partition("=")
+                key, _sep, value = word.partition("=")
                 if key in limits and re.match(r"^\d+$", value):
                     low, high = limits[key]
                     if low <= int(value) <= high:
@@ -2445,7 +2446,7 @@ def reboot(dest: str, check_only: bool = False) -> Dict[str, Any]:
     except SpecError as exc:
         raise SimNodeError("the spec stored in %s/%s is no longer valid: %s" % (dest, MARKER, exc)) from None
     boot = _read_boot_state(real)
-    tree, _ = _generate(spec, boot)
+    tree = _generate(spec, boot)[0]
     changes = _sync_runtime(tree, real, check_only)
     return {"dest": real, "changed": changes, "applied": boot.get("applied", []), "notes": boot.get("notes", []),
             "check_only": check_only}

@@ -26,7 +26,7 @@ description:
     including the changes roles made to it. I(state=rebooted) simulates a reboot, I(state=absent) deletes the tree.
 version_added: "0.1.0"
 author:
-  - nodetune contributors
+  - nodetune contributors (@nodetune)
 options:
   spec:
     description:
@@ -63,8 +63,10 @@ options:
     default: false
 attributes:
   check_mode:
+    description: Reports what would be built, rebooted (with the runtime paths that would be reset) or removed.
     support: full
   diff_mode:
+    description: Trees hold tens of thousands of files; no diff is returned.
     support: none
 notes:
   - Simulated service state for irqbalance is kept as files, the way systemd lays it out
