@@ -24,7 +24,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Ro
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
-    from typing import Any, Dict, List, Optional, Set, Tuple
+    from typing import Any, Dict, List, Optional, Tuple
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
@@ -168,38 +168,39 @@ def _parse_distances(root: Root, node_id: int, text: Optional[str], node_ids: Li
 
 # --------------------------------------------------------------------------------------------- CPUs
 def read_cpus(root: Root, cpu_lists: Dict[str, Optional[List[int]]], numa_nodes: List[Dict[str, Any]],
-              warnings: List[str]) -> Tuple[List[Dict[str, Any]], Dict[int, Set[str]]]:
-    """The CPUs, and for each one which of its ``cpufreq``/``cpuidle`` subdirectories exist (read from
-    the same listing, so the cpufreq and cpuidle readers never probe absent directories)."""
+              warnings: List[str]) -> List[Dict[str, Any]]:
+    """One entry per ``cpuN`` directory.
+
+    A CPU's NUMA node is taken from the node cpulists already read (the kernel's own truth, one read per
+    node); only a CPU that no node lists costs a listing of its directory for the ``nodeN`` link.
+    """
     online_set = set(cpu_lists["online"]) if cpu_lists["online"] is not None else None
     node_of = {}
     for node in numa_nodes:
         for cpu in node["cpus"]:
             node_of.setdefault(cpu, node["id"])
     cpus: List[Dict[str, Any]] = []
+    root.subdirs(CPU_DIR)  # resolves every plain cpuN directory at once (see Root.subdirs)
     cpu_dirs = numbered(root.listdir(CPU_DIR), _CPU_NAME)
-    listings = [root.listdir(CPU_DIR + "/" + name) for _cpu, name in cpu_dirs]
+    online_files = root.read_attrs_many([CPU_DIR + "/" + name for _cpu, name in cpu_dirs], ("online",))
     topologies = root.read_attrs_many(
         ["%s/%s/topology" % (CPU_DIR, name) for _cpu, name in cpu_dirs], _TOPOLOGY_FILES)
-    subdirs: Dict[int, Set[str]] = {}
-    for (cpu_id, name), entries, (topo_texts, _mode) in zip(cpu_dirs, listings, topologies):
+    for (cpu_id, name), (online_text, _mode), (topo_texts, _mode2) in zip(cpu_dirs, online_files, topologies):
         rel = CPU_DIR + "/" + name
-        subdirs[cpu_id] = {d for d in ("cpufreq", "cpuidle") if d in entries}
-        hotpluggable = "online" in entries
+        hotpluggable = online_text[0] is not None
         if online_set is not None:
             online = cpu_id in online_set
         elif hotpluggable:
-            online = root.read(rel + "/online") == "1"
+            online = online_text[0] == "1"
         else:
             online = True  # no file anywhere: the kernel cannot offline it (CPU0 on x86 >= 6.5)
-        numa_node = None
-        for entry in entries:
-            match = _NODE_NAME.match(entry)
-            if match:
-                numa_node = int(match.group(1))
-                break
-        if numa_node is None:
-            numa_node = node_of.get(cpu_id)
+        numa_node = node_of.get(cpu_id)
+        if numa_node is None and numa_nodes:
+            for entry in root.listdir(rel):
+                match = _NODE_NAME.match(entry)
+                if match:
+                    numa_node = int(match.group(1))
+                    break
         topo = dict(zip(_TOPOLOGY_FILES, topo_texts))
         siblings = cpulist_or_none(topo.get("thread_siblings_list"), rel + "/topology/thread_siblings_list",
                                    warnings)
@@ -218,7 +219,7 @@ def read_cpus(root: Root, cpu_lists: Dict[str, Optional[List[int]]], numa_nodes:
         })
     if cpus and cpu_lists["online"] is None:
         warnings.append("%s/online is absent: online state taken from cpuN/online files" % CPU_DIR)
-    return cpus, subdirs
+    return cpus
 
 
 def read_smt(root: Root, cpus: List[Dict[str, Any]], warnings: List[str]) -> Dict[str, Any]:
@@ -239,8 +240,7 @@ _POLICY_FILES = ("affected_cpus", "related_cpus", "scaling_driver", "scaling_gov
                  "energy_performance_available_preferences")
 
 
-def _cpufreq_sources(root: Root, cpus: List[Dict[str, Any]],
-                     subdirs: Dict[int, Set[str]]) -> List[Tuple[str, Optional[List[int]]]]:
+def _cpufreq_sources(root: Root, cpus: List[Dict[str, Any]]) -> List[Tuple[str, Optional[List[int]]]]:
     """Directories holding cpufreq attributes, with the CPUs each one governs when known up front.
 
     Kernels >= 4.x expose ``cpu/cpufreq/policyN`` (one per frequency domain); older ones only
@@ -252,20 +252,24 @@ def _cpufreq_sources(root: Root, cpus: List[Dict[str, Any]],
     sources: List[Tuple[str, Optional[List[int]]]] = []
     for cpu in cpus:
         rel = "%s/cpu%d/cpufreq" % (CPU_DIR, cpu["id"])
-        if cpu["online"] and "cpufreq" in subdirs.get(cpu["id"], ()):
-            sources.append((rel, [cpu["id"]]))
+        if not cpu["online"]:
+            continue
+        if not root.isdir(rel):
+            if not sources:
+                break  # a cpufreq driver covers every CPU or none: no need to probe the other CPUs
+            continue
+        sources.append((rel, [cpu["id"]]))
     return sources
 
 
-def read_cpufreq(root: Root, cpus: List[Dict[str, Any]], subdirs: Dict[int, Set[str]],
-                 warnings: List[str]) -> Dict[str, Any]:
+def read_cpufreq(root: Root, cpus: List[Dict[str, Any]], warnings: List[str]) -> Dict[str, Any]:
     online = {cpu["id"] for cpu in cpus if cpu["online"]}
     driver = None
     governors: Dict[str, List[int]] = {}
     available: List[str] = []
     epp: Dict[str, List[int]] = {}
     available_epp: Optional[List[str]] = None
-    for rel, owned in _cpufreq_sources(root, cpus, subdirs):
+    for rel, owned in _cpufreq_sources(root, cpus):
         texts = root.read_attrs(rel, _POLICY_FILES)
         if owned is None:
             owned = cpulist_or_none(texts["affected_cpus"] or texts["related_cpus"], rel + "/affected_cpus",
@@ -295,13 +299,18 @@ def read_cpufreq(root: Root, cpus: List[Dict[str, Any]], subdirs: Dict[int, Set[
 
 
 # --------------------------------------------------------------------------------------------- cpuidle
-def read_cpuidle(root: Root, cpus: List[Dict[str, Any]], subdirs: Dict[int, Set[str]]) -> Dict[str, Any]:
+def read_cpuidle(root: Root, cpus: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Idle states per CPU. cpuidle registers every CPU or none, so a first online CPU without states
+    ends the walk (a node without cpuidle costs one failed listing, not one per CPU)."""
     states: Dict[int, Dict[str, Any]] = {}
     for cpu in cpus:
-        if not cpu["online"] or "cpuidle" not in subdirs.get(cpu["id"], ()):
+        if not cpu["online"]:
             continue
         rel = "%s/cpu%d/cpuidle" % (CPU_DIR, cpu["id"])
-        for index, name in numbered(root.listdir(rel), _STATE_NAME):
+        found = numbered(root.listdir(rel), _STATE_NAME)
+        if not found and not states:
+            break
+        for index, name in found:
             texts = root.read_attrs(rel + "/" + name, ("name", "disable"))
             state = states.setdefault(index, {"index": index, "name": texts["name"], "disabled_cpus": [],
                                               "cpus_with_state": []})

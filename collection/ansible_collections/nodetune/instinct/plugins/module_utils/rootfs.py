@@ -253,8 +253,9 @@ class Root(object):
                     except OSError:
                         continue
                     names.append(entry.name)
-                    self._resolved_dirs[key + "/" + entry.name if key else entry.name] = (
-                        inner + "/" + entry.name if inner else entry.name)
+                    child = inner + "/" + entry.name if inner else entry.name
+                    self._resolved_dirs[key + "/" + entry.name if key else entry.name] = child
+                    self._dir_cache[child] = child  # deeper paths (cpuN/topology) resolve without lstat too
         except (OSError, PathEscapeError):
             return []
         names.sort()

@@ -86,10 +86,10 @@ def discover(root: Union[Root, str] = "/") -> Dict[str, Any]:
     empty_lists: Dict[str, Optional[List[int]]] = {name: None for name in CPU_LIST_NAMES}
     cpu_lists = _guarded("cpu_lists", w, empty_lists, read_cpu_lists, node, w)
     numa_nodes = _guarded("numa_nodes", w, [], read_numa_nodes, node, w)
-    cpus, cpu_subdirs = _guarded("cpus", w, ([], {}), read_cpus, node, cpu_lists, numa_nodes, w)
+    cpus = _guarded("cpus", w, [], read_cpus, node, cpu_lists, numa_nodes, w)
     smt = _guarded("smt", w, {"control": None, "active": None, "threads_per_core": None}, read_smt, node, cpus, w)
-    cpufreq = _guarded("cpufreq", w, dict(_NO_CPUFREQ), read_cpufreq, node, cpus, cpu_subdirs, w)
-    cpuidle = _guarded("cpuidle", w, {"driver": None, "states": []}, read_cpuidle, node, cpus, cpu_subdirs)
+    cpufreq = _guarded("cpufreq", w, dict(_NO_CPUFREQ), read_cpufreq, node, cpus, w)
+    cpuidle = _guarded("cpuidle", w, {"driver": None, "states": []}, read_cpuidle, node, cpus)
 
     pci_devices, pci_dirs = _guarded("pci_devices", w, ([], {}), read_pci_devices, node, w)
     pci = {dev["bdf"]: dev for dev in pci_devices}
