@@ -175,7 +175,7 @@ def read_cpus(root: Root, cpu_lists: Dict[str, Optional[List[int]]], numa_nodes:
     node); only a CPU that no node lists costs a listing of its directory for the ``nodeN`` link.
     """
     online_set = set(cpu_lists["online"]) if cpu_lists["online"] is not None else None
-    node_of = {}
+    node_of: Dict[int, int] = {}
     for node in numa_nodes:
         for cpu in node["cpus"]:
             node_of.setdefault(cpu, node["id"])

@@ -48,8 +48,8 @@ if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never im
     from typing import Any, Callable, Dict, List, Optional, Union
 
 SCHEMA = 1
-_NO_CPUFREQ = {"driver": None, "governors": {}, "available_governors": [], "amd_pstate_status": None, "epp": None,
-               "available_epp": None, "boost": None}
+_NO_CPUFREQ: Dict[str, Any] = {"driver": None, "governors": {}, "available_governors": [], "amd_pstate_status": None,
+                               "epp": None, "available_epp": None, "boost": None}
 _NO_IRQBALANCE = {"installed": False, "enabled": False, "config_file": None, "banned_cpulist": None}
 # Every name ``absent`` can hold (docs/topology.md).
 ABSENT_NAMES = ("cpus", "cpufreq", "cpuidle", "numa", "pci", "gpus", "infiniband", "nics", "nvme", "irqs", "kfd",
