@@ -565,6 +565,18 @@ def test_spec_sysctls_cmdline_isolation_and_adjacent_numbering(scratch):
     assert read(root, "sys/devices/system/cpu/cpu0/topology/thread_siblings_list") == "0-1\n"
 
 
+def test_caches_can_be_left_out_without_changing_the_topology(scratch):
+    simnode.build(small_spec(cpu__caches=False), str(scratch / "n"))
+    root = scratch / "n"
+    assert not (root / "sys/devices/system/cpu/cpu0/cache").exists()
+    xml = lstopo_xml(root)
+    objects = list(xml.iter("object"))
+    assert len([o for o in objects if o.get("type") == "PU"]) == 32
+    assert {int(o.get("os_index")): hwloc_set(o.get("cpuset")) for o in objects if o.get("type") == "NUMANode"} == \
+        layout(small_spec())["nodes"]
+    assert not [o for o in objects if o.get("type", "").endswith("Cache")]
+
+
 def test_pci_numa_unknown_device(scratch):
     spec = small_spec()
     spec["nvme"][0]["numa_node"] = -1  # firmware without proximity information

@@ -32,6 +32,38 @@ process entry) and disables it by removing the ``wants`` link; the next :func:`r
 
 The tree's root holds ``.nodetune-simnode.json`` (the normalised spec); ``rootfs.Root`` recognises simulated nodes
 by it and ``simkernel.py`` then emulates kernel side effects of writes.
+
+Spec (YAML or a dict; every key optional unless marked; unknown keys are errors)::
+
+    name, hostname            host name (default simnode; hostname defaults to name)
+    platform: {vendor, product}                 DMI strings
+    os: {family: Debian|RedHat, pretty_name}    irqbalance config in etc/default or etc/sysconfig
+    kernel: {release, cmdline}  release >= 6.12: managed IRQ affinity files are 0444; >= 6.2: per-device MSI chips;
+                                cmdline isolcpus=/nohz_full= fill cpu/isolated and cpu/nohz_full
+    cpu:
+      model: EPYC 7763 | EPYC 9654   (fills the fields below; each can be overridden)
+      sockets, cores_per_socket, threads_per_core (1|2), cores_per_l3, cache_kb {l1d,l1i,l2,l3}, mhz {min,base,max}
+      smt: on | off (nosmt: siblings present, offline) | forceoff | notsupported (BIOS off: one thread per core)
+      numbering: split (siblings N and N+cores, as on EPYC) | adjacent (2k, 2k+1)
+      caches: true | false       (false leaves out cpuN/cache/, read only by hwloc, for faster builds)
+      cpufreq: {driver: acpi-cpufreq | amd-pstate | amd-pstate-epp | none, governor, epp, amd_pstate_mode, boost}
+      cpuidle: {driver: acpi_idle | none, states: [POLL, C1, C2]}
+    numa: {per_socket: 1|2|4 (NPS), distance_same_socket: 12, distance_remote: 32}
+    memory_gb, iommu (bool), irqbalance: {installed, enabled}
+    sysctl: {"vm.dirty_ratio": 40, ...}       overrides of the kernel defaults in SYSCTL_DEFAULTS
+    bmc_vga: true | false | "<bdf>"           the BMC's ASPEED VGA (card0), on the last free bus of root complex 0
+    gpus: [{model: MI250|MI300X, bdf (required), numa_node, switch, package, link {speed, width}, aspm {l0s, l1},
+            temp_c, power_w}]
+    nics: [{name (required), model: ConnectX-6|ConnectX-7|BCM57416, bdf (required), numa_node, switch,
+            mode: datagram|connected, mtu, ib_mtu, rate, state, comp_vectors (mlx5, default 63),
+            irq_vectors (Ethernet), enhanced_ipoib, link, aspm}]
+    nvme: [{model: P5800X|PM1733|CM7-R, bdf (required), numa_node, switch, max_queues, size_gb, link, aspm}]
+
+PCI addresses decide placement: with S sockets there are 4*S root complexes of 256/(4*S) buses each (socket s
+owns complexes 4s..4s+3; with NPS4 each is its own NUMA node). A device's ``numa_node`` is checked against its bus
+(-1 simulates firmware that reports none). Devices naming the same ``switch`` sit behind one PCIe switch below one
+root port: their buses must leave room for the switch's own two buses (first device bus >= root bus + 3). Names
+follow probe (BDF) order: mlx5_N, nvmeN, cardN (card0 is the BMC VGA), renderD128+N, KFD nodes after the CPU nodes.
 """
 
 from __future__ import annotations
@@ -425,7 +457,7 @@ def _normalize(raw: Dict[str, Any]) -> Dict[str, Any]:
 
 def _normalize_cpu(check: _Checker, raw: Any) -> Dict[str, Any]:
     data = check.keys("cpu", raw, ("model", "model_name", "family", "model_id", "stepping", "microcode", "sockets",
-                                   "cores_per_socket", "threads_per_core", "smt", "numbering", "cores_per_l3",
+                                   "cores_per_socket", "threads_per_core", "smt", "numbering", "cores_per_l3", "caches",
                                    "cache_kb", "mhz", "cpufreq", "cpuidle"))
     model = check.choice("cpu.model", data.get("model", "EPYC 7763"), sorted(CPU_MODELS)) or "EPYC 7763"
     base = CPU_MODELS[model]
@@ -457,6 +489,8 @@ def _normalize_cpu(check: _Checker, raw: Any) -> Dict[str, Any]:
         check.bad("cpu.cores_per_l3", cores_per_l3, "must divide cores_per_socket %d" % cpu["cores_per_socket"])
         cores_per_l3 = cpu["cores_per_socket"]
     cpu["cores_per_l3"] = cores_per_l3
+    # cpuN/cache/ is read by hwloc, not by nodetune: a quarter of a big node's files, so it can be left out.
+    cpu["caches"] = bool(check.boolean("cpu.caches", data.get("caches", True)))
     total = cpu["sockets"] * cpu["cores_per_socket"] * (1 if smt == "notsupported" else threads)
     if total > 8192:
         check.bad("cpu", total, "at most 8192 CPUs (CONFIG_NR_CPUS of distribution kernels)")
@@ -1382,7 +1416,7 @@ def _emit_cpus(tree: _Tree, m: _Machine) -> None:
             tree.f(t + "/thread_siblings_list", _list_cached(cpus, sibs))
             tree.f(t + "/core_siblings", cpus.mask(pkg))
             tree.f(t + "/core_siblings_list", _list_cached(cpus, pkg))
-            for index, level, kind, size in cache_levels:
+            for index, level, kind, size in cache_levels if cpu["caches"] else ():
                 c = "%s/cache/%s" % (d, index)
                 shared = sibs if level < 3 else cpus.l3_cpus[cpus.l3[cid]]
                 tree.f(c + "/level", level)
