@@ -220,6 +220,8 @@ CATALOGUE = [
     pytest.param({"nodetune_nvme_scheduler": "bfq"},
                  ["nodetune_nvme_scheduler='bfq'", "not offered by nvme0n1", "none, mq-deadline, kyber",
                   "modprobe bfq"], id="scheduler-not-offered"),
+    pytest.param({"nodetune_nvme_scheduler": "noop"},
+                 ["nodetune_nvme_scheduler='noop'", "legacy single-queue", "'none'"], id="scheduler-legacy-name"),
     pytest.param({"nodetune_cpu_governor": "ondemand"},
                  ["nodetune_cpu_governor='ondemand'", "amd-pstate-epp", "performance, powersave"],
                  id="governor-not-offered"),
@@ -317,3 +319,15 @@ def test_a_path_outside_the_root_stays_inside_it(node: Path, tmp_path_factory: p
     engine.apply(root, [Setting("rocm.env", "x", escape, "x\n", kind=FILE, compare="content")])
     assert tree_digest(outside) == before
     assert (node / str(outside).lstrip("/") / "evil").read_text() == "x\n"
+
+
+def test_the_run_tags_select_areas() -> None:
+    from ansible_collections.nodetune.instinct.plugins.action.tune import any_selected, selected
+
+    assert selected("nvme", {"ansible_run_tags": ["all"], "ansible_skip_tags": []})
+    assert selected("nvme", {})
+    assert selected("nvme", {"ansible_run_tags": ["nvme"]}) and not selected("cpu", {"ansible_run_tags": ["nvme"]})
+    assert selected("cpu", {"ansible_run_tags": ["apply"]})
+    assert not selected("smt", {"ansible_run_tags": ["all"], "ansible_skip_tags": ["smt"]})
+    assert selected("cpu", {"ansible_run_tags": ["all"], "ansible_skip_tags": ["smt"]})
+    assert not any_selected({"ansible_run_tags": ["verify"]}) and not any_selected({"ansible_run_tags": ["lab"]})

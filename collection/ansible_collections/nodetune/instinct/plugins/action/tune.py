@@ -51,6 +51,17 @@ class RoleVariablesError(Exception):
     pass
 
 
+def selected(role, task_vars):
+    """Whether this run's tags select the role's area: --tags all/apply/<role>, and not --skip-tags <role>."""
+    run = set(task_vars.get("ansible_run_tags") or ["all"])
+    skip = set(task_vars.get("ansible_skip_tags") or [])
+    return role not in skip and bool(run & set(ALL_TAGS + (role,)))
+
+
+def any_selected(task_vars):
+    return any(selected(role, task_vars) for role, _ in AREA_ROLES + (BIOS_ROLE,))
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = True
@@ -72,7 +83,7 @@ class ActionModule(ActionBase):
                                   + "; ".join(errors))
                 return result
             args.update(collected)
-            if not args.get("areas") and not args.get("bios") and not self._any_selected(task_vars):
+            if not args.get("areas") and not args.get("bios") and not any_selected(task_vars):
                 result.update(skipped=True, changed=False,
                               msg="no nodetune area selected by this run's tags (%s); nothing to do"
                                   % ", ".join(task_vars.get("ansible_run_tags") or []))
@@ -81,20 +92,6 @@ class ActionModule(ActionBase):
                                            task_vars=task_vars))
         return result
 
-    # ------------------------------------------------------------------------------------------ selection
-    @staticmethod
-    def _tags(task_vars):
-        run = set(task_vars.get("ansible_run_tags") or ["all"])
-        skip = set(task_vars.get("ansible_skip_tags") or [])
-        return run, skip
-
-    def _selected(self, role, task_vars):
-        run, skip = self._tags(task_vars)
-        return role not in skip and bool(run & set(ALL_TAGS + (role,)))
-
-    def _any_selected(self, task_vars):
-        return any(self._selected(role, task_vars) for role, _ in AREA_ROLES + (BIOS_ROLE,))
-
     # ------------------------------------------------------------------------------------------ collection
     def _collect(self, args, task_vars):
         collected = {}
@@ -102,7 +99,7 @@ class ActionModule(ActionBase):
         if "areas" not in args:
             areas = {}
             for role, pattern in AREA_ROLES:
-                if not self._selected(role, task_vars):
+                if not selected(role, task_vars):
                     continue
                 values = self._role_variables(role, pattern, task_vars, errors)
                 if values is not None:
@@ -111,7 +108,7 @@ class ActionModule(ActionBase):
         if "bios" not in args:
             role, pattern = BIOS_ROLE
             values = None
-            if self._selected(role, task_vars):
+            if selected(role, task_vars):
                 values = self._role_variables(role, pattern, task_vars, errors)
             collected["bios"] = values or {}
         return collected, errors

@@ -31,6 +31,8 @@ VARIABLES = (
     "nodetune_nvme_module_options",
 )
 SCHED_MAX_REQUESTS = 2048
+# single-queue elevators removed in Linux 5.0 (old tuning guides still name them) -> their blk-mq counterparts
+LEGACY_SCHEDULERS = {"noop": "none", "deadline": "mq-deadline", "cfq": "bfq"}
 MODPROBE_FILE = "etc/modprobe.d/nodetune-nvme.conf"
 MODULE_OPTIONS = {  # name -> (low, high) ; high None = number of CPUs
     "io_queue_depth": (2, 4095),
@@ -77,9 +79,13 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
         if scheduler is not None:
             offered = device.get("schedulers") or []
             if scheduler not in offered:
-                ctx.error("nodetune_nvme_scheduler='%s' is not offered by %s (it offers: %s; load the elevator's "
-                          "module, e.g. 'modprobe %s', or pick one of those)"
-                          % (scheduler, name, ", ".join(offered) or "nothing", scheduler))
+                if scheduler in LEGACY_SCHEDULERS:
+                    hint = ("'%s' is a legacy single-queue scheduler, gone since Linux 5.0; NVMe uses blk-mq, where "
+                            "its counterpart is '%s'" % (scheduler, LEGACY_SCHEDULERS[scheduler]))
+                else:
+                    hint = "load the elevator's module, e.g. 'modprobe %s', or pick one of those" % scheduler
+                ctx.error("nodetune_nvme_scheduler='%s' is not offered by %s (it offers: %s): %s"
+                          % (scheduler, name, ", ".join(offered) or "nothing", hint))
                 continue
             settings.append(Setting("nvme.scheduler", name, queue + "scheduler", scheduler, compare=CHOICE,
                                     area=AREA, persist="udev",

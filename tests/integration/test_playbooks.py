@@ -1,0 +1,176 @@
+"""site.yml, apply.yml and revert.yml through ansible-playbook on a simulated node.
+
+The node is the lab's MI250 spec made small (16 cores per socket, two GPUs, one HCA, two NVMe) and switched to
+amd-pstate in active mode, so that a run takes seconds and the EPP rules are exercised. The inventory is generated
+in a temporary folder with the lab's own opt-ins (inventories/lab/group_vars/all/tuning.yml), and each run is a
+real ``ansible-playbook`` process from the repository root (its ansible.cfg: collections and roles paths).
+
+What must hold: check mode writes nothing and shows the changes; ``--tags nvme`` touches only the nvme area; site.yml
+builds, applies and verifies; a second site.yml changes nothing; revert puts the tree back byte for byte. And a
+catalogue of bad variables, one host each in one run, is refused before anything is written, with the true fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+
+from tests.unit.test_engine import tree_digest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+LAB_TUNING = REPO / "inventories" / "lab" / "group_vars" / "all" / "tuning.yml"
+
+
+def small_spec() -> dict[str, Any]:
+    spec = yaml.safe_load((REPO / "inventories" / "lab" / "specs" / "mi250.yml").read_text())
+    spec.update(name="small", hostname="small-01")
+    spec["cpu"].update(cores_per_socket=16, cores_per_l3=4,
+                       cpufreq={"driver": "amd-pstate-epp", "governor": "powersave"})
+    spec["gpus"], spec["nics"], spec["nvme"] = spec["gpus"][:2], spec["nics"][:2], spec["nvme"][:2]
+    return spec
+
+
+def write_inventory(folder: Path, hosts: dict[str, dict[str, Any]]) -> Path:
+    """An inventory like inventories/lab: local connection, the lab opt-ins, reports in the temporary folder."""
+    group_vars = folder / "group_vars" / "all"
+    group_vars.mkdir(parents=True, exist_ok=True)
+    (group_vars / "tuning.yml").write_text(LAB_TUNING.read_text())
+    (group_vars / "reports.yml").write_text(yaml.safe_dump({"nodetune_report_dir": str(folder / "reports")}))
+    inventory = {"all": {"children": {"lab": {
+        "hosts": hosts,
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}}
+    path = folder / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    return path
+
+
+def playbook(inventory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0",
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_CALLBACK_FORMAT_PRETTY="0")
+    return subprocess.run(["ansible-playbook", "-i", str(inventory), *args], cwd=REPO, env=env, text=True,
+                          capture_output=True, timeout=600, check=False)
+
+
+def recap(result: subprocess.CompletedProcess[str], host: str) -> dict[str, int]:
+    match = re.search(rf"^{re.escape(host)}\s*:\s*(.*)$", result.stdout, re.M)
+    assert match, result.stdout[-3000:] + result.stderr[-3000:]
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", match.group(1))}
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    return result
+
+
+def changed_paths(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+
+
+def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
+    spec_file = tmp_path / "small.yml"
+    spec_file.write_text(yaml.safe_dump(small_spec()))
+    node = tmp_path / "nodes" / "node1"
+    inventory = write_inventory(tmp_path, {"node1": {"nodetune_sim_spec": str(spec_file), "nodetune_root": str(node)}})
+
+    ok(playbook(inventory, "playbooks/lab.yml"))
+    pristine = tree_digest(node)
+
+    # check mode: the exact changes are shown, nothing is written
+    check = ok(playbook(inventory, "playbooks/apply.yml", "--check", "--diff"))
+    assert recap(check, "node1")["changed"] == 1
+    for line in ("sys/devices/system/cpu/cpu32/online = 1", "ib.mtu[ib0] /sys/class/net/ib0/mtu = 2044",
+                 "ib.mtu[ib0] /sys/class/net/ib0/mtu = 4092", "cpu.governor[cpu0]",
+                 "irq.irqbalance[irqbalance.service]"):
+        assert line in check.stdout, line
+    assert tree_digest(node) == pristine
+
+    # --tags nvme: only the nvme area (its module options, udev rule) and nodetune's journal
+    ok(playbook(inventory, "playbooks/apply.yml", "--tags", "nvme"))
+    touched = changed_paths(pristine, tree_digest(node))
+    assert "etc/modprobe.d/nodetune-nvme.conf" in touched
+    allowed = re.compile(r"^(sys/block/nvme|etc/udev/rules\.d|etc/modprobe\.d|var/lib/nodetune|var/lib$|var$|etc$)")
+    assert [p for p in touched if not allowed.match(p)] == []
+
+    # site.yml: the lab tree exists (no rebuild), apply the rest, verify
+    site = ok(playbook(inventory, "site.yml"))
+    assert "skipping: [node1]" in site.stdout.split("TASK [Build, reboot or remove the simulated node tree]")[1][:300]
+    assert recap(site, "node1")["changed"] >= 1
+    tuned = tree_digest(node)
+    cpu = node / "sys/devices/system/cpu"
+    assert (cpu / "cpu32/online").read_text().strip() == "0"  # secondary thread of core 0 (siblings N, N+32)
+    assert (cpu / "cpu1/cpufreq/scaling_governor").read_text().strip() == "performance"
+    assert (cpu / "cpu1/cpuidle/state2/disable").read_text().strip() == "1"
+    assert (node / "sys/class/net/ib0/mtu").read_text().strip() == "4092"
+    assert not os.path.lexists(node / "run/systemd/units/invocation:irqbalance.service")
+    assert "NCCL_ALGO=Ring" in (node / "etc/rccl.conf").read_text()
+    summary = json.loads((tmp_path / "reports" / "summary.json").read_text())
+    assert "node1" in json.dumps(summary) and "drift" in json.dumps(summary)
+
+    # a second site.yml changes nothing
+    again = ok(playbook(inventory, "site.yml"))
+    assert recap(again, "node1")["changed"] == 0
+    assert tree_digest(node) == tuned
+
+    # revert: the tree as it was before nodetune, byte for byte
+    ok(playbook(inventory, "playbooks/revert.yml"))
+    assert changed_paths(pristine, tree_digest(node)) == []
+
+
+# host -> (its variables, what the refusal must say)
+CATALOGUE: dict[str, tuple[dict[str, Any], list[str]]] = {
+    "ipoib_4096": ({"nodetune_ipoib_mtu": 4096}, ["nodetune_ipoib_mtu=4096", "datagram", "4092", "'max'"]),
+    "nr_requests_none": ({"nodetune_nvme_nr_requests": 4096},
+                         ["nodetune_nvme_nr_requests=4096", "scheduler 'none'", "tag depth", "mq-deadline"]),
+    "scheduler_noop": ({"nodetune_nvme_scheduler": "noop"}, ["'noop' is a legacy", "'none'"]),
+    "governor_schedutil": ({"nodetune_cpu_governor": "schedutil"},
+                           ["nodetune_cpu_governor='schedutil'", "amd-pstate-epp", "performance, powersave"]),
+    "epp_under_performance": ({"nodetune_cpu_epp": "balance_power"}, ["active mode", "EBUSY", "powersave"]),
+    "smt_not_allowed": ({"nodetune_smt_offline_allowed": False}, ["nodetune_smt_offline_allowed: true"]),
+    "smt_bad_choice": ({"nodetune_smt_policy": "off"},
+                       ["nodetune_smt_policy must be one of: keep, offline_siblings, control_off, got: off"]),
+    "nr_queues": ({"nodetune_nvme_nr_queues": 32}, ["queue/nr_queues file", "nodetune_nvme_module_options"]),
+    "misspelt": ({"nodetune_vm_dirty_ration": 20}, ["nodetune_vm_dirty_ration is not a setting of the sysctl area"]),
+    "policy_cpulist": ({"nodetune_layout_policy": {"housekeeping": "0-3,x"}}, ["housekeeping", "'0-3,x'"]),
+    "iface_shell": ({"nodetune_rocm_env": {"NCCL_SOCKET_IFNAME": "ib0;reboot"}},
+                    ["NCCL_SOCKET_IFNAME", "'ib0;reboot' is not valid", "interface or HCA names"]),
+    "path_escape": ({"nodetune_rocm_profile_file": "/etc/profile.d/../../../root/.bashrc"},
+                    ["nodetune_rocm_profile_file", "no '..'"]),
+    "rccl_name": ({"nodetune_rocm_env": {"RCCL_ALGO": "Ring"}}, ["RCCL_ALGO is read by nothing", "use NCCL_ALGO"]),
+}
+
+
+def failures(output: str) -> dict[str, str]:
+    """host -> the message of its failed task (the default callback prints each failure as one JSON line)."""
+    out: dict[str, str] = {}
+    for host, text in re.findall(r"^fatal: \[([^\]]+)\]: FAILED! => (\{.*\})$", output, re.M):
+        result = json.loads(text)
+        out[host] = result.get("msg", "") + " " + " ".join(result.get("errors") or [])
+    return out
+
+
+def test_bad_input_is_refused_before_any_write(tmp_path: Path) -> None:
+    node = tmp_path / "node"
+    simnode.build(small_spec(), str(node))
+    before = tree_digest(node)
+    hosts = {name: dict(variables, nodetune_root=str(node)) for name, (variables, _) in CATALOGUE.items()}
+    inventory = write_inventory(tmp_path, hosts)
+    result = playbook(inventory, "playbooks/apply.yml")
+    assert result.returncode != 0
+    messages = failures(result.stdout)
+    for host, (_, expected) in CATALOGUE.items():
+        assert host in messages, f"{host} was not refused"
+        for part in expected:
+            assert part in messages[host], f"{host}: {part!r} not in {messages[host]!r}"
+    assert tree_digest(node) == before
