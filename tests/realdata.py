@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bz2
 import shutil
+import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
@@ -55,22 +56,43 @@ def _tmpdir() -> Path:
     return _tmp
 
 
-def extract_archive(archive: str) -> Path:
-    """Extract one archive (path relative to REAL_DIR) once; returns the extraction folder."""
+def _untar(archive: Path, dest: Path, member: str | None = None) -> None:
+    """GNU tar where present (5x faster than tarfile on the 64k-entry nri archive), tarfile's data filter else.
+
+    GNU tar refuses members with '..' and strips leading '/', so neither path can write outside ``dest``.
+    """
+    tar_bin = shutil.which("tar")
+    if tar_bin:
+        argv = [tar_bin, "-xf", str(archive), "-C", str(dest), "--no-same-owner"] + ([member] if member else [])
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode == 0:
+            return
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if not member or m.name == member or m.name.startswith(member + "/")]
+        tar.extractall(dest, members=members, filter="data")
+
+
+def extract_archive(archive: str, member: str | None = None) -> Path:
+    """Extract one archive (path relative to REAL_DIR), or only ``member`` (a folder) of it, once per session."""
     require_real()
-    if archive not in _extracted:
-        dest = _tmpdir() / archive.replace("/", "__")
+    key = archive + ("::" + member if member else "")
+    if key not in _extracted:
+        dest = _tmpdir() / key.replace("/", "__").replace("::", "--")
         dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(REAL_DIR / archive) as tar:
-            tar.extractall(dest, filter="data")
-        _extracted[archive] = dest
-    return _extracted[archive]
+        _untar(REAL_DIR / archive, dest, member)
+        _extracted[key] = dest
+    return _extracted[key]
+
+
+# Archives that hold several machines: extract only the one asked for (file creation dominates the cost).
+MULTI_MACHINE = {"nri-intel-4s-and-pmem-nodes/sysfs.tar.bz2"}
 
 
 def capture_root(name: str) -> Path:
     """The node root of a named capture (see CAPTURES), extracted on first use."""
     archive, inner = CAPTURES[name]
-    root = extract_archive(archive) / inner if inner else extract_archive(archive)
+    member = inner if archive in MULTI_MACHINE else None
+    root = extract_archive(archive, member) / inner if inner else extract_archive(archive)
     if not root.is_dir():
         raise AssertionError(f"capture {name}: {root} missing after extraction")
     return root
