@@ -5,9 +5,9 @@
 #   scripts/test.sh                  # everything: ruff, ansible-lint, sanity, pytest, molecule
 #   scripts/test.sh pytest -- -k cpulist   # only some stages; arguments after -- go to pytest
 #
-# Stages: ruff, ansible-lint, sanity (ansible-test inside the collection), pytest, molecule (only when
-# molecule/*/molecule.yml exists). Every selected stage runs even after a failure; the exit code is 0 only
-# when all of them passed.
+# Stages: ruff, ansible-lint, sanity (ansible-test inside the collection), pytest, molecule (`molecule test`
+# for each molecule/*/molecule.yml scenario that the pytest stage did not already run as a test). Every
+# selected stage runs even after a failure; the exit code is 0 only when all of them passed.
 set -uo pipefail
 
 # shellcheck source=scripts/lib/setup.sh
@@ -32,11 +32,18 @@ done
 set -e
 nt_setup test
 set +e
+# Plain text in CI logs: ruff, ansible-lint and molecule colour their output even when it goes to a file.
+if [ ! -t 1 ]; then
+    export NO_COLOR=1 PY_COLORS=0
+fi
 cd "$NODETUNE_REPO" || exit 1
 
 results=()       # "stage|status|seconds"
 failed=0
 pytest_line=""
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+junit="$work/pytest.xml"   # the pytest stage's JUnit report; the molecule stage reads which scenarios pytest ran
 
 stage_ruff() {
     ruff --version && ruff check .
@@ -60,8 +67,7 @@ have_test_files() {
 }
 
 stage_pytest() {
-    local junit rc counts
-    junit="$(mktemp --suffix=.xml)"
+    local rc counts
     # --durations: the slowest tests are named in every run, so a slow CI shows where the time goes.
     python -m pytest --junitxml="$junit" --durations=15 "${pytest_args[@]}"
     rc=$?
@@ -79,7 +85,6 @@ PY
 )"
         pytest_line="$counts"
     fi
-    rm -f "$junit"
     if [ "$rc" -eq 5 ]; then
         # pytest's "no tests collected": fine only while the project has no test files at all.
         if have_test_files; then
@@ -92,16 +97,48 @@ PY
     return "$rc"
 }
 
+# Print the scenarios that this run's pytest stage already ran (a non-skipped test id with "molecule" in it and
+# "[<scenario>]"), so that they do not run twice.
+scenarios_run_by_pytest() {
+    [ -s "$junit" ] || return 0
+    python - "$junit" "$@" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+
+cases = [c for c in ET.parse(sys.argv[1]).getroot().iter("testcase") if c.find("skipped") is None]
+ids = [f"{c.get('classname', '')}::{c.get('name', '')}" for c in cases]
+for scenario in sys.argv[2:]:
+    if any("molecule" in test_id and f"[{scenario}]" in test_id for test_id in ids):
+        print(scenario)
+PY
+}
+
 stage_molecule() {
-    local scenarios
-    scenarios="$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml 2>/dev/null | sort)"
-    if [ -z "$scenarios" ]; then
+    local all=() covered=() todo=() scenario
+    for scenario in molecule/*/molecule.yml; do
+        [ -f "$scenario" ] && all+=("$(basename "$(dirname "$scenario")")")
+    done
+    if [ "${#all[@]}" -eq 0 ]; then
         echo "no molecule/*/molecule.yml: no scenarios yet, skipped"
         return 0
     fi
-    echo "scenarios:" $(dirname $scenarios | xargs -n1 basename)
+    mapfile -t covered < <(scenarios_run_by_pytest "${all[@]}")
+    for scenario in "${all[@]}"; do
+        [[ " ${covered[*]} " == *" $scenario "* ]] || todo+=("$scenario")
+    done
+    echo "scenarios: ${all[*]}"
+    [ "${#covered[@]}" -gt 0 ] && echo "already run by the pytest stage (see its report): ${covered[*]}"
+    [ "${#todo[@]}" -eq 0 ] && return 0
     molecule --version | head -n 1
-    molecule test --all
+    if [ "${#covered[@]}" -eq 0 ]; then
+        molecule test --all
+    else
+        local rc=0
+        for scenario in "${todo[@]}"; do
+            molecule test -s "$scenario" || rc=1
+        done
+        return "$rc"
+    fi
 }
 
 for stage in "${stages[@]}"; do
