@@ -529,6 +529,9 @@ def test_smt_off_at_boot_keeps_siblings_present_but_offline(scratch):
     assert read(root, "sys/devices/system/cpu/offline") == "16-31\n"
     assert read(root, "sys/devices/system/cpu/cpu16/online") == "0\n"
     assert not (root / "sys/devices/system/cpu/cpu16/topology").exists()  # offline CPUs lose topology/
+    assert read(root, "sys/devices/system/cpu/cpu0/topology/thread_siblings_list") == "0\n"  # 16 is offline
+    assert read(root, "sys/devices/system/cpu/cpu0/topology/core_siblings_list") == "0-7\n"
+    assert os.path.islink(root / "sys/devices/system/cpu/cpu16/node0")  # the node link stays
     header, rows = interrupts(root)
     assert header == [f"CPU{c}" for c in range(16)]  # one column per *online* CPU
     assert read(root, "proc/cpuinfo").count("processor\t:") == 16

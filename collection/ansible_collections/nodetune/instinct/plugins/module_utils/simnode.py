@@ -825,6 +825,16 @@ class _Cpus(object):
     def siblings(self, cid: int) -> List[int]:
         return self.core_cpus[(self.socket[cid], self.core[cid])]
 
+    def online_only(self, members: List[int]) -> List[int]:
+        if len(self.online) == self.count:
+            return members
+        key = ("online",) + tuple(members)
+        cached = self._mask_cache.get(key)  # type: ignore[arg-type]
+        if cached is None:
+            cached = [c for c in members if c in self.online_set]
+            self._mask_cache[key] = cached  # type: ignore[index]
+        return cached  # type: ignore[return-value]
+
     def mask(self, cpus: Iterable[int]) -> str:
         """Kernel ``%*pb`` bitmap: 32-bit words, the top one only as wide as nr_cpu_ids needs."""
         key = tuple(cpus)
@@ -1405,8 +1415,10 @@ def _emit_cpus(tree: _Tree, m: _Machine) -> None:
         tree.link("%s/node%d" % (d, cpus.node[cid]), "sys/devices/system/node/node%d" % cpus.node[cid])
         if online:
             t = d + "/topology"
-            sibs = cpus.siblings(cid)
-            pkg = cpus.package_cpus[cpus.socket[cid]]
+            # The kernel drops offline CPUs from sibling, package and cache masks (remove_siblinginfo), so on a
+            # node booted with nosmt every online CPU reports itself as its only thread.
+            sibs = cpus.online_only(cpus.siblings(cid))
+            pkg = cpus.online_only(cpus.package_cpus[cpus.socket[cid]])
             tree.f(t + "/physical_package_id", cpus.socket[cid])
             tree.f(t + "/core_id", cpus.core[cid])
             tree.f(t + "/die_id", 0)
@@ -1418,7 +1430,7 @@ def _emit_cpus(tree: _Tree, m: _Machine) -> None:
             tree.f(t + "/core_siblings_list", _list_cached(cpus, pkg))
             for index, level, kind, size in cache_levels if cpu["caches"] else ():
                 c = "%s/cache/%s" % (d, index)
-                shared = sibs if level < 3 else cpus.l3_cpus[cpus.l3[cid]]
+                shared = sibs if level < 3 else cpus.online_only(cpus.l3_cpus[cpus.l3[cid]])
                 tree.f(c + "/level", level)
                 tree.f(c + "/type", kind)
                 tree.f(c + "/size", size)
