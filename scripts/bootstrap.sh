@@ -30,6 +30,6 @@ fi
 
 cd "$NODETUNE_REPO"
 [ -f site.yml ] || nt_die "site.yml not found in $NODETUNE_REPO"
-nt_section "ansible-playbook site.yml ${playbook_args[*]:-}"
+nt_section "ansible-playbook site.yml${playbook_args[*]:+ ${playbook_args[*]}}"
 # ansible.cfg in the repo root picks the collection, the roles and the default (simulated lab) inventory.
 exec ansible-playbook site.yml "${playbook_args[@]}"
