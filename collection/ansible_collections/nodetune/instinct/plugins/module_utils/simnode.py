@@ -88,7 +88,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
 
 MARKER = ".nodetune-simnode.json"
 GENERATOR = "nodetune.simnode"
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # bump whenever the trees change shape: present-state rebuilds older trees
 RUNTIME_DIRS = ("sys", "proc", "run")
 PERSISTENT_DIRS = ("etc", "usr", "var")
 
