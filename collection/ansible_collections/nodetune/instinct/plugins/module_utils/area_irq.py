@@ -69,7 +69,10 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
             if not ctx.root.exists(path):
                 ctx.warn("irq %d (%s) has no %s; skipped" % (irq, entry.get("device"), "/" + path))
                 continue
+            # key = the IRQ's action name (mlx5_comp3@pci:...): IRQ numbers change across reboots, names do not,
+            # so the boot-time restore finds the IRQ again by name.
             settings.append(Setting("irq.nic_local", "irq %d" % irq, path, format_cpulist(entry["cpus"]),
+                                    key=entry.get("name") or None,
                                     compare=CPULIST, area=AREA, persist="boot_restore",
                                     reason=entry.get("reason") or "NIC completion vector on a local core"))
     return settings

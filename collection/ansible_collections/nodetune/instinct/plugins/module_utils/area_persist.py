@@ -52,8 +52,22 @@ def main(argv):
             with open(os.path.join(state_dir, name)) as handle:
                 items.extend(json.load(handle)["settings"])
     items.sort(key=lambda item: (item.get("order", 90), item["id"], item["target"]))
+    irq_numbers = {}
+    with open(os.path.join(root, "proc/interrupts")) as handle:
+        for line in handle.read().splitlines()[1:]:
+            head, _, rest = line.partition(":")
+            if head.strip().isdigit() and rest.split():
+                irq_numbers.setdefault(rest.split()[-1], int(head))
     failed = 0
     for item in items:
+        if item.get("irq_name"):
+            # IRQ numbers change across reboots (e.g. after new nvme queue options); action names do not.
+            number = irq_numbers.get(item["irq_name"])
+            if number is None:
+                failed += 1
+                sys.stderr.write("nodetune-restore: IRQ %%s not found in /proc/interrupts\\n" %% item["irq_name"])
+                continue
+            item["path"] = "proc/irq/%%d/smp_affinity_list" %% number
         path = os.path.join(root, item["path"])
         try:
             with open(path, "w") as handle:
@@ -92,6 +106,15 @@ def _by_area(settings: List[Setting]) -> Dict[str, List[Setting]]:
     return groups
 
 
+def _state_entry(setting: Setting) -> Dict[str, Any]:
+    """One boot-restore entry. IRQs are named by their action name, found again at boot (numbers change)."""
+    if setting.id == "irq.nic_local" and setting.key:
+        return {"id": setting.id, "target": setting.key, "irq_name": setting.key, "path": None,
+                "value": setting.value, "order": setting.order}
+    return {"id": setting.id, "target": setting.target, "path": setting.path, "value": setting.value,
+            "order": setting.order}
+
+
 def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List[Setting]:
     out: List[Setting] = []
     for area, sysctls in sorted(_by_area([s for s in settings if s.persist == "sysctl.d"]).items()):
@@ -105,9 +128,8 @@ def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List
                            reason="udev applies the NVMe queue settings whenever a namespace appears"))
     runtime = _by_area([s for s in settings if s.persist == "boot_restore"])
     for area, group in sorted(runtime.items()):
-        state = {"version": 1, "settings": [
-            {"id": s.id, "target": s.target, "path": s.path, "value": s.value, "order": s.order}
-            for s in sorted(group, key=lambda s: (s.order, s.id, s.target))]}
+        state = {"version": 1, "settings": sorted((_state_entry(s) for s in group),
+                                                  key=lambda e: (e["order"], e["id"], e["target"]))}
         out.append(Setting("persist.boot_restore", "state:" + area, STATE_FILE % area,
                            json.dumps(state, indent=1) + "\n", kind=FILE, compare="content", area=AREA, mode=0o644,
                            reason="runtime settings a reboot resets, re-applied by nodetune-restore.service"))

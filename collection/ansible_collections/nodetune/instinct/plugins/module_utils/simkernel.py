@@ -135,7 +135,10 @@ def _cpu_online(root, rel: str, value: str) -> bool:
     online = set(_online_set(root))
     if value == "1":
         control = (_read(os.path.join(_cpu_dir(root), "smt", "control")) or "").strip()
-        if control in ("off", "forceoff") and min(_siblings(root, cpu)) != cpu:
+        # An offline CPU has no topology/ on a real kernel: under SMT off such a CPU is a secondary thread
+        # (primaries stay online), so the kernel refuses it (cpu_smt_allowed()).
+        no_topology = not os.path.isdir(os.path.join(_cpu_dir(root), "cpu%d" % cpu, "topology"))
+        if control in ("off", "forceoff") and (no_topology or min(_siblings(root, cpu)) != cpu):
             raise _err(errno.EPERM, "SMT is %s: secondary threads cannot be onlined" % control)
         online.add(cpu)
     else:

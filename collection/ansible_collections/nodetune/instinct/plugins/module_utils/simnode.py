@@ -79,6 +79,8 @@ import tempfile
 import zlib
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.simboot import run_boot_restore
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
     format_cpulist,
@@ -2480,8 +2482,9 @@ def reboot(dest: str, check_only: bool = False) -> Dict[str, Any]:
 
     Persistent files (etc/, usr/, var/) are kept, and they act the way they would at a real boot: sysctl.d
     values, udev ATTR{} rules for block devices, ``options nvme`` from modprobe.d, irqbalance running iff
-    enabled. Returns what differed (``changed``: paths set back, created or removed) and what the boot applied;
-    with ``check_only`` nothing is written.
+    enabled; then the enabled nodetune-restore unit replays the runtime tuning (simboot.py). Returns what
+    differed (``changed``: paths set back, created or removed) and what the boot applied; with ``check_only``
+    nothing is written.
     """
     real = _check_dest(dest, must_exist=True)
     marker = read_marker(real)
@@ -2494,8 +2497,12 @@ def reboot(dest: str, check_only: bool = False) -> Dict[str, Any]:
     boot = _read_boot_state(real)
     tree = _generate(spec, boot)[0]
     changes = _sync_runtime(tree, real, check_only)
+    restore = {"ran": False, "applied": 0, "failed": []}
+    if not check_only:
+        # systemd then starts the enabled units: nodetune-restore replays the runtime tuning (simboot.py).
+        restore = run_boot_restore(Root(real))
     return {"dest": real, "changed": changes, "applied": boot.get("applied", []), "notes": boot.get("notes", []),
-            "check_only": check_only}
+            "check_only": check_only, "boot_restore": restore}
 
 
 def _sync_runtime(tree: _Tree, real: str, check_only: bool) -> List[str]:
