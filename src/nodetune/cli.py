@@ -1,7 +1,9 @@
 """The ``nodetune`` command line.
 
 Each sub-command lives in ``nodetune.commands.<name>`` and exposes ``add_parser(subparsers)`` and
-``run(args) -> int``. Exit codes are documented in the README: 0 clean, 1 failure, 2 drift found.
+``run(args) -> int``. Exit codes (docs/cli.md): 0 clean, 1 failure (bad input, failed or unreachable nodes),
+2 drift found (``verify``; ``apply --check`` when something would change). A usage error is a failure (1), not
+argparse's usual 2, which would read as drift.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("discover", "plan")
+COMMANDS = ("discover", "plan", "apply", "verify", "revert", "picture", "bind")
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -24,6 +26,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nodetune",
         description="Discover, plan, tune and verify AMD Instinct GPU training nodes.",
+        epilog="Exit codes: 0 clean, 1 failure, 2 drift found. See docs/cli.md.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
@@ -34,10 +37,47 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# --------------------------------------------------------------------------------------------- shared options
+def add_target_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """``-i INVENTORY`` (a fleet, through the playbooks) or ``--root DIR`` (one node tree on this machine)."""
+    target = parser.add_mutually_exclusive_group(required=required)
+    target.add_argument("-i", "--inventory", metavar="INVENTORY",
+                        help="an Ansible inventory (file or directory): run on its nodes through the playbooks")
+    target.add_argument("--root", metavar="DIR",
+                        help="one node on this machine: '/' (this machine) or a simulated/captured node tree")
+
+
+def add_run_options(parser: argparse.ArgumentParser, *, tags: bool = True) -> None:
+    """Options of every command that runs a playbook: node selection, variables, output."""
+    parser.add_argument("-l", "--limit", metavar="PATTERN", help="only these hosts (an Ansible host pattern)")
+    parser.add_argument("-f", "--forks", type=_positive_int, metavar="N",
+                        help="hosts in parallel (default: ansible.cfg)")
+    parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE",
+                        help="set a variable (YAML value), or load a YAML/JSON file of them; repeatable")
+    if tags:
+        parser.add_argument("-t", "--tags", metavar="TAGS", help="only these areas, comma-separated (e.g. nvme,cpu)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
+    parser.add_argument("--keep-artifacts", action="store_true",
+                        help="keep ansible-runner's private data directory (its path is printed) for debugging")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
-    args = parser.parse_args(words)
+    try:
+        args = parser.parse_args(words)
+    except SystemExit as exc:  # argparse: 0 after --help, 2 for a usage error (printed already)
+        return EXIT_OK if exc.code in (0, None) else EXIT_FAILURE
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -32,11 +32,18 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--root", default="/", metavar="DIR",
                         help="the node's root file system: '/' (default) or a captured/simulated node tree")
     parser.add_argument("--json", action="store_true", help="print the Topology as JSON (docs/topology.md)")
+    parser.add_argument("-i", "--inventory", metavar="INVENTORY",
+                        help="discover the nodes of an Ansible inventory instead (playbooks/discover.yml)")
+    parser.add_argument("-l", "--limit", metavar="PATTERN", help="with -i: only these hosts")
     parser.set_defaults(func=run)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.inventory:
+        from nodetune.commands._shared import run_fleet
+
+        return run_fleet("discover", args)
     try:
         topology = discover(args.root)
     except NodeFileError as exc:

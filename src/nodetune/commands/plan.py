@@ -36,6 +36,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="the node's root file system: '/' (default) or a captured/simulated node tree")
     source.add_argument("--topology", metavar="FILE",
                         help="plan from a saved Topology (the output of 'nodetune discover --json') instead")
+    source.add_argument("-i", "--inventory", metavar="INVENTORY",
+                        help="plan the nodes of an Ansible inventory with its variables (playbooks/plan.yml)")
+    parser.add_argument("-l", "--limit", metavar="PATTERN", help="with -i: only these hosts")
     parser.add_argument("--policy", metavar="FILE",
                         help="layout policy, a YAML or JSON mapping of settings (docs/layout.md); defaults otherwise")
     parser.add_argument("--json", action="store_true", help="print the Layout as JSON (docs/layout.md)")
@@ -80,6 +83,10 @@ def load_topology(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.inventory:
+        from nodetune.commands._shared import run_fleet
+
+        return run_fleet("plan", args)
     try:
         policy = load_mapping(args.policy, "policy") if args.policy else None
         topology = load_topology(args)

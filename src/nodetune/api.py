@@ -1,0 +1,613 @@
+"""The Python API: run nodetune's playbooks over an inventory and get typed results back.
+
+Each call is ONE ``ansible-playbook`` run through ansible-runner, in a private data directory that is created in
+a temporary folder and removed afterwards (``keep_artifacts=True`` keeps it and returns its path). The results
+come from the per-host events of the run (``runner_on_ok``/``_failed``/``_unreachable``): the tune module's
+``actions`` become :class:`SettingChange` objects, the verify module's ``findings`` become :class:`Finding`
+objects, so the API reports exactly what the modules did, in the same words.
+
+    import nodetune
+
+    result = nodetune.apply("inventories/lab", check=True)        # what would change; writes nothing
+    for node in result.nodes.values():
+        for change in node.settings:
+            print(node.host, change.id, change.target, change.before, "->", change.after)
+
+    audit = nodetune.verify("inventories/lab", limit="mi300x-01")
+    for finding in audit.drift:
+        print(finding.id, finding.target, finding.expected, finding.actual, finding.remedy)
+
+Failures raise (:class:`InventoryError`, :class:`HostNotFoundError`, :class:`NodeFailedError`,
+:class:`UnreachableError`, :class:`PlaybookError`; all :class:`NodetuneError`); the node-level ones carry the
+partial :class:`RunResult` as ``.result``. ``raise_on_failure=False`` returns the result instead, for callers
+(like the CLI) that report failed nodes next to the others. Drift is a result, not an error.
+
+Only the standard library is imported here at import time: ansible-runner is imported on the first run, so that
+``import nodetune`` (and ``nodetune discover --json``) stays fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+from nodetune._collection import REPO_ROOT
+
+__all__ = [
+    "Finding",
+    "HostNotFoundError",
+    "Inventory",
+    "InventoryError",
+    "NodeFailedError",
+    "NodeResult",
+    "NodetuneError",
+    "PlaybookError",
+    "ProgressCallback",
+    "RunResult",
+    "SettingChange",
+    "TaskEvent",
+    "UnreachableError",
+    "apply",
+    "discover",
+    "local_inventory",
+    "plan",
+    "revert",
+    "verify",
+]
+
+Operation: TypeAlias = Literal["discover", "plan", "apply", "verify", "revert"]
+NodeStatus: TypeAlias = Literal["ok", "changed", "drift", "failed", "unreachable"]
+EventStatus: TypeAlias = Literal["started", "ok", "changed", "skipped", "failed", "unreachable"]
+#: An inventory: a path (file or directory, as for ``ansible-playbook -i``), a mapping in Ansible's YAML/JSON
+#: inventory structure (``{"all": {"hosts": {...}, "vars": {...}}}``), or a sequence of host names.
+Inventory: TypeAlias = "str | os.PathLike[str] | Mapping[str, Any] | Sequence[str]"
+
+COLLECTION = "nodetune.instinct"
+_TUNE = COLLECTION + ".tune"
+_VERIFY = COLLECTION + ".verify"
+_TOPOLOGY = COLLECTION + ".topology_facts"
+_HOST_NAME = re.compile(r"^[A-Za-z0-9_.:\-\[\]]+$")
+_UNMATCHED = re.compile(r"Could not match supplied host pattern, ignoring: (\S+)")
+
+
+# --------------------------------------------------------------------------------------------- errors
+class NodetuneError(Exception):
+    """Base class of every error the API raises on purpose."""
+
+
+class InventoryError(NodetuneError):
+    """The inventory is missing or unusable (nothing was run on any node)."""
+
+
+class HostNotFoundError(InventoryError):
+    """``limit`` (or the inventory) selects no host: nothing was run."""
+
+    def __init__(self, message: str, patterns: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.patterns = list(patterns)
+
+
+class PlaybookError(NodetuneError):
+    """The playbook run failed; ``result`` holds what the nodes reported (None when it never started)."""
+
+    def __init__(self, message: str, result: RunResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class NodeFailedError(PlaybookError):
+    """One or more nodes failed (bad variables, a write that failed and was rolled back, ...)."""
+
+
+class UnreachableError(PlaybookError):
+    """One or more nodes could not be reached (and any others failed)."""
+
+
+# --------------------------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class TaskEvent:
+    """One per-node task event, streamed to the ``progress`` callback while the playbook runs."""
+
+    host: str
+    task: str
+    status: EventStatus
+    action: str | None = None
+    message: str | None = None
+    #: a failure that the playbook ignores (``ignore_errors``): the node is not failed by it
+    ignored: bool = False
+
+
+@dataclass(frozen=True)
+class SettingChange:
+    """A Setting the tune module changed (or, in check mode, would change), as its ``actions`` report it."""
+
+    id: str
+    target: str
+    before: str | None
+    after: str
+    path: str | None = None
+    kind: str = "attr"
+    reboot_required: bool = False
+    disruptive: bool = False
+    reason: str = ""
+
+    @classmethod
+    def from_action(cls, action: Mapping[str, Any]) -> SettingChange:
+        return cls(id=str(action.get("id", "")), target=str(action.get("target", "")),
+                   before=_text_or_none(action.get("before")), after=str(action.get("after", "")),
+                   path=action.get("path"), kind=str(action.get("kind", "attr")),
+                   reboot_required=bool(action.get("reboot_required")), disruptive=bool(action.get("disruptive")),
+                   reason=str(action.get("reason") or ""))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One verify finding (docs/verify.md): a stable ``id`` on a ``target`` with its ``status``."""
+
+    id: str
+    target: str
+    status: str
+    expected: Any = None
+    actual: Any = None
+    severity: str = "info"
+    remedy: str = ""
+    source: str = ""
+    waiver: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        return cls(id=str(data.get("id", "")), target=str(data.get("target", "")), status=str(data.get("status", "")),
+                   expected=data.get("expected"), actual=data.get("actual"),
+                   severity=str(data.get("severity") or "info"), remedy=str(data.get("remedy") or ""),
+                   source=str(data.get("source") or ""), waiver=data.get("waiver"))
+
+    @property
+    def uid(self) -> str:
+        """``id[target]``: how the reports (JUnit testcases, diff lines) name one finding."""
+        return f"{self.id}[{self.target}]"
+
+
+@dataclass
+class NodeResult:
+    """What one node reported. ``status``: ok, changed, drift (verify), failed or unreachable."""
+
+    host: str
+    status: NodeStatus = "ok"
+    changed: bool = False
+    settings: list[SettingChange] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    reboot_required: bool = False
+    #: why the node failed or could not be reached (None otherwise)
+    message: str | None = None
+    failed_task: str | None = None
+    #: journal entries put back by a revert
+    restored: list[str] = field(default_factory=list)
+    #: Settings written without error that read back differently (the kernel clamped or ignored them)
+    unconfirmed: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    #: the check/diff text (``before``/``after``) when the run asked for a diff
+    diff: dict[str, str] | None = None
+    #: discover and plan: the node's Topology (docs/topology.md)
+    topology: dict[str, Any] | None = None
+    #: plan: the full Layout (docs/layout.md); apply: the tune module's layout summary
+    layout: dict[str, Any] | None = None
+    #: verify: counts per status and the drifting ids; ``report``: the per-node JSON report
+    summary: dict[str, Any] | None = None
+    report: dict[str, Any] | None = None
+
+    @property
+    def drift(self) -> list[Finding]:
+        return [f for f in self.findings if f.status == "drift"]
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("failed", "unreachable")
+
+
+@dataclass
+class RunResult:
+    """The outcome of one call: one :class:`NodeResult` per host that took part, and the run's facts."""
+
+    operation: Operation
+    nodes: dict[str, NodeResult]
+    rc: int
+    check: bool = False
+    duration_s: float = 0.0
+    #: the private data directory with ansible-runner's artifacts, when ``keep_artifacts=True``
+    artifacts_dir: str | None = None
+    #: host patterns of ``limit`` that matched no host (the run went ahead for the others)
+    unmatched: list[str] = field(default_factory=list)
+    #: the playbook's error lines when it failed as a whole (syntax, inventory, undefined variables)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[NodeResult]:
+        return [n for n in self.nodes.values() if n.status == "failed"]
+
+    @property
+    def unreachable(self) -> list[NodeResult]:
+        return [n for n in self.nodes.values() if n.status == "unreachable"]
+
+    @property
+    def changed(self) -> list[NodeResult]:
+        return [n for n in self.nodes.values() if n.changed]
+
+    @property
+    def drifted(self) -> list[NodeResult]:
+        return [n for n in self.nodes.values() if n.status == "drift"]
+
+    @property
+    def drift(self) -> list[Finding]:
+        return [f for n in self.nodes.values() for f in n.drift]
+
+    @property
+    def reboot_required(self) -> bool:
+        return any(n.reboot_required for n in self.nodes.values())
+
+    @property
+    def ok(self) -> bool:
+        """The run succeeded on every node (drift and changes are results, not failures)."""
+        return self.rc == 0 and not self.failed and not self.unreachable and not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable data (what ``nodetune ... --json`` prints)."""
+        data = dataclasses.asdict(self)
+        data["ok"] = self.ok
+        data["reboot_required"] = self.reboot_required
+        return data
+
+
+ProgressCallback: TypeAlias = Callable[[TaskEvent], None]
+
+
+# --------------------------------------------------------------------------------------------- public calls
+def discover(inventory: Inventory, *, limit: str | None = None, forks: int | None = None,
+             extra_vars: Mapping[str, Any] | None = None, tags: Sequence[str] | None = None,
+             progress: ProgressCallback | None = None, keep_artifacts: bool = False,
+             raise_on_failure: bool = True) -> RunResult:
+    """Each node's Topology (``NodeResult.topology``), read-only (playbooks/discover.yml)."""
+    return _run("discover", inventory, limit=limit, forks=forks, extra_vars=extra_vars, tags=tags,
+                progress=progress, keep_artifacts=keep_artifacts, raise_on_failure=raise_on_failure)
+
+
+def plan(inventory: Inventory, *, limit: str | None = None, forks: int | None = None,
+         extra_vars: Mapping[str, Any] | None = None, tags: Sequence[str] | None = None,
+         progress: ProgressCallback | None = None, keep_artifacts: bool = False,
+         raise_on_failure: bool = True) -> RunResult:
+    """Each node's Topology, full Layout and the changes an apply would make, read-only (playbooks/plan.yml).
+
+    The layout is planned from the inventory's variables exactly as the apply plans it."""
+    return _run("plan", inventory, check=True, limit=limit, forks=forks, extra_vars=extra_vars, tags=tags,
+                progress=progress, keep_artifacts=keep_artifacts, raise_on_failure=raise_on_failure)
+
+
+def apply(inventory: Inventory, check: bool = False, diff: bool = True, *, limit: str | None = None,
+          forks: int | None = None, extra_vars: Mapping[str, Any] | None = None, tags: Sequence[str] | None = None,
+          skip_tags: Sequence[str] | None = None, progress: ProgressCallback | None = None,
+          keep_artifacts: bool = False, raise_on_failure: bool = True) -> RunResult:
+    """Tune the nodes (playbooks/apply.yml); ``check=True`` only reports what would change and writes nothing.
+
+    ``tags`` selects areas as the playbook does (``tags=["nvme"]`` tunes only the nvme area)."""
+    return _run("apply", inventory, check=check, diff=diff, limit=limit, forks=forks, extra_vars=extra_vars,
+                tags=tags, skip_tags=skip_tags, progress=progress, keep_artifacts=keep_artifacts,
+                raise_on_failure=raise_on_failure)
+
+
+def verify(inventory: Inventory, *, limit: str | None = None, forks: int | None = None,
+           extra_vars: Mapping[str, Any] | None = None, tags: Sequence[str] | None = None,
+           report_dir: str | os.PathLike[str] | None = None, progress: ProgressCallback | None = None,
+           keep_artifacts: bool = False, raise_on_failure: bool = True) -> RunResult:
+    """Audit the nodes (playbooks/verify.yml): ``NodeResult.findings``; never changes a node.
+
+    Drift does not raise: a drifted node has status ``drift`` and ``RunResult.drift`` lists the findings. The
+    fleet reports (JUnit, summary, per-node JSON) are written only when ``report_dir`` is given."""
+    defaults: dict[str, Any] = {"nodetune_verify_fail_on_drift": False,
+                                "nodetune_verify_write_reports": report_dir is not None}
+    if report_dir is not None:
+        defaults["nodetune_report_dir"] = str(Path(report_dir).resolve())
+    return _run("verify", inventory, limit=limit, forks=forks, extra_vars={**defaults, **(extra_vars or {})},
+                tags=tags, progress=progress, keep_artifacts=keep_artifacts, raise_on_failure=raise_on_failure)
+
+
+def revert(inventory: Inventory, check: bool = False, *, limit: str | None = None, forks: int | None = None,
+           extra_vars: Mapping[str, Any] | None = None, progress: ProgressCallback | None = None,
+           keep_artifacts: bool = False, raise_on_failure: bool = True) -> RunResult:
+    """Put the nodes back as they were before nodetune first changed them (playbooks/revert.yml):
+    ``NodeResult.restored`` lists the journal entries put back."""
+    return _run("revert", inventory, check=check, diff=True, limit=limit, forks=forks, extra_vars=extra_vars,
+                progress=progress, keep_artifacts=keep_artifacts, raise_on_failure=raise_on_failure)
+
+
+def local_inventory(root: str | os.PathLike[str], name: str | None = None) -> dict[str, Any]:
+    """A one-host inventory for a node tree (or ``/``) on this machine: local connection, ``nodetune_root``.
+
+    Raises InventoryError when ``root`` is not a directory."""
+    path = Path(root).expanduser()
+    if not path.is_dir():
+        raise InventoryError(f"--root {str(root)!r}: no such directory (give the node's root: '/' or a node tree)")
+    resolved = path.resolve()
+    host = name or ("localhost" if str(resolved) == "/" else _host_name_for(resolved.name))
+    return {"all": {"hosts": {host: {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "nodetune_root": str(resolved),
+    }}}}
+
+
+# --------------------------------------------------------------------------------------------- the run
+@dataclass(frozen=True)
+class _Source:
+    """Where the playbooks come from: the repository checkout, or an installed collection."""
+
+    project_dir: str | None
+    playbook: Callable[[str], str]
+
+
+def _playbook_source() -> _Source:
+    if os.path.isfile(os.path.join(REPO_ROOT, "playbooks", "apply.yml")):
+        return _Source(REPO_ROOT, lambda name: f"playbooks/{name}.yml")
+    # Installed without the repository: the collection ships the playbooks (scripts/build_collection.sh).
+    return _Source(None, lambda name: f"{COLLECTION}.{name}")
+
+
+def _run(operation: Operation, inventory: Inventory, *, check: bool = False, diff: bool = False,
+         limit: str | None = None, forks: int | None = None, extra_vars: Mapping[str, Any] | None = None,
+         tags: Sequence[str] | None = None, skip_tags: Sequence[str] | None = None,
+         progress: ProgressCallback | None = None, keep_artifacts: bool = False,
+         raise_on_failure: bool = True) -> RunResult:
+    _check_arguments(limit, forks, extra_vars, tags, skip_tags)
+    started = time.monotonic()
+    work = tempfile.mkdtemp(prefix="nodetune-run-")
+    try:
+        inventory_path = _prepare_inventory(inventory, work)
+        collector = _Collector(operation, progress)
+        rc = _run_runner(operation, work, inventory_path, collector, check=check, diff=diff, limit=limit,
+                         forks=forks, extra_vars=extra_vars, tags=tags, skip_tags=skip_tags,
+                         keep_artifacts=keep_artifacts)
+        result = collector.result(rc, check=check)
+        result.duration_s = round(time.monotonic() - started, 3)
+        if keep_artifacts:
+            _scrub_environment_copies(work)
+            result.artifacts_dir = work
+    finally:
+        if not keep_artifacts:
+            shutil.rmtree(work, ignore_errors=True)
+    _raise_for(result, limit, raise_on_failure)
+    return result
+
+
+def _check_arguments(limit: str | None, forks: int | None, extra_vars: Mapping[str, Any] | None,
+                     tags: Sequence[str] | None, skip_tags: Sequence[str] | None) -> None:
+    if forks is not None and (isinstance(forks, bool) or not isinstance(forks, int) or forks < 1):
+        raise ValueError(f"forks must be an integer >= 1, got {forks!r}")
+    if limit is not None and (not isinstance(limit, str) or not limit.strip()):
+        raise ValueError(f"limit must be a non-empty host pattern string, got {limit!r}")
+    if extra_vars is not None and not isinstance(extra_vars, Mapping):
+        raise ValueError(f"extra_vars must be a mapping of variable names to values, got {type(extra_vars).__name__}")
+    for what, value in (("tags", tags), ("skip_tags", skip_tags)):
+        if value is not None and (isinstance(value, str) or not all(isinstance(t, str) and t for t in value)):
+            raise ValueError(f"{what} must be a list of tag names, got {value!r}")
+
+
+def _prepare_inventory(inventory: Inventory, work: str) -> str:
+    """The inventory as a path ansible-playbook can read: a given path as is, data written as JSON."""
+    if isinstance(inventory, str | os.PathLike):
+        path = Path(inventory).expanduser()
+        if not path.exists():
+            hint = " (a host list is given as a list of names, not a string)" if "," in str(inventory) else ""
+            raise InventoryError(f"inventory {str(inventory)!r} does not exist{hint}")
+        return str(path.resolve())
+    if isinstance(inventory, Mapping):
+        data: Any = dict(inventory)
+        if not data:
+            raise InventoryError("the inventory mapping is empty: give at least {'all': {'hosts': {...}}}")
+    elif isinstance(inventory, Sequence):
+        hosts = list(inventory)
+        bad = [h for h in hosts if not isinstance(h, str) or not _HOST_NAME.match(h)]
+        if not hosts or bad:
+            raise InventoryError(f"a host list must be non-empty host names; not valid: {bad!r}" if bad
+                                 else "the host list is empty")
+        data = {"all": {"hosts": {h: None for h in hosts}}}
+    else:
+        raise InventoryError(f"inventory must be a path, a mapping or a list of host names, not "
+                             f"{type(inventory).__name__}")
+    folder = Path(work, "inventory")
+    folder.mkdir()
+    path = folder / "hosts.json"
+    try:
+        path.write_text(json.dumps(data))
+    except (TypeError, ValueError) as exc:
+        raise InventoryError(f"the inventory mapping cannot be written as JSON: {exc}") from None
+    return str(path)
+
+
+def _runner_env() -> dict[str, str]:
+    """The venv's bin first on PATH (ansible-playbook of this Python), plain text output."""
+    bindir = os.path.dirname(sys.executable)
+    path = os.environ.get("PATH", "")
+    return {
+        "PATH": bindir + (os.pathsep + path if path else ""),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+    }
+
+
+def _run_runner(operation: Operation, work: str, inventory_path: str, collector: _Collector, *, check: bool,
+                diff: bool, limit: str | None, forks: int | None, extra_vars: Mapping[str, Any] | None,
+                tags: Sequence[str] | None, skip_tags: Sequence[str] | None, keep_artifacts: bool) -> int:
+    import ansible_runner  # type: ignore[import-untyped]  # deferred: heavy, and only a run needs it
+
+    source = _playbook_source()
+    options = [flag for flag, wanted in (("--check", check), ("--diff", diff)) if wanted]
+    kwargs: dict[str, Any] = {}
+    if source.project_dir is not None:
+        kwargs["project_dir"] = source.project_dir  # its ansible.cfg applies: collections and roles paths
+    if extra_vars:
+        kwargs["extravars"] = dict(extra_vars)
+    try:
+        runner = ansible_runner.run(
+            private_data_dir=work, playbook=source.playbook(operation), inventory=inventory_path, limit=limit,
+            forks=forks, tags=",".join(tags) if tags else None, skip_tags=",".join(skip_tags) if skip_tags else None,
+            cmdline=" ".join(options) or None, envvars=_runner_env(), quiet=True, fact_cache_type="memory",
+            suppress_output_file=not keep_artifacts,
+            event_handler=lambda event: collector.handle(event, keep_artifacts), **kwargs)
+    except Exception as exc:  # runner's own configuration errors (not the playbook's)
+        raise PlaybookError(f"nodetune {operation}: ansible-runner could not start the playbook: {exc}") from exc
+    return int(runner.rc) if runner.rc is not None else 1
+
+
+def _scrub_environment_copies(work: str) -> None:
+    """ansible-runner saves the calling process's whole environment in artifacts/<id>/command: keep only the
+    variable names, so that kept artifacts hold no secrets."""
+    for command in Path(work, "artifacts").glob("*/command"):
+        try:
+            data = json.loads(command.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("env"), dict):
+            data["env"] = sorted(data["env"])
+            command.write_text(json.dumps(data))
+
+
+# --------------------------------------------------------------------------------------------- events
+class _Collector:
+    """Turns runner events into NodeResults and TaskEvents as they arrive."""
+
+    def __init__(self, operation: Operation, progress: ProgressCallback | None) -> None:
+        self.operation = operation
+        self.progress = progress
+        self.nodes: dict[str, NodeResult] = {}
+        self.output: list[str] = []
+
+    def handle(self, event: Mapping[str, Any], keep: bool) -> bool:
+        text = event.get("stdout")
+        if text:
+            self.output.append(str(text))
+        kind = str(event.get("event", ""))
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        if not host or not kind.startswith("runner_"):
+            return keep
+        node = self.nodes.setdefault(str(host), NodeResult(host=str(host)))
+        res = data.get("res") or {}
+        task = str(data.get("task") or "")
+        action = data.get("task_action")
+        ignored = bool(data.get("ignore_errors"))
+        status: EventStatus | None = None
+        message = None
+        if kind == "runner_on_start":
+            status = "started"
+        elif kind in ("runner_on_ok", "runner_item_on_ok"):
+            status = "changed" if res.get("changed") else "ok"
+            if kind == "runner_on_ok":
+                self._absorb(node, str(action or ""), res)
+        elif kind == "runner_on_skipped":
+            status = "skipped"
+        elif kind in ("runner_on_failed", "runner_item_on_failed"):
+            status, message = "failed", _failure_message(res)
+            if not ignored and kind == "runner_on_failed" and node.status != "unreachable":
+                node.status, node.message, node.failed_task = "failed", message, task
+                self._absorb(node, str(action or ""), res)
+        elif kind == "runner_on_unreachable":
+            status, message = "unreachable", _failure_message(res)
+            node.status, node.message, node.failed_task = "unreachable", message, task
+        if status is not None and self.progress is not None:
+            self.progress(TaskEvent(host=str(host), task=task, status=status, action=action, message=message,
+                                    ignored=ignored and status == "failed"))
+        return keep
+
+    @staticmethod
+    def _absorb(node: NodeResult, action: str, res: Mapping[str, Any]) -> None:
+        """Take what the nodetune modules return into the node's result."""
+        node.warnings.extend(str(w) for w in res.get("warnings") or [])
+        if action == _TOPOLOGY:
+            facts = res.get("ansible_facts") or {}
+            node.topology = facts.get("nodetune_topology")
+        elif action == _TUNE:
+            node.settings = [SettingChange.from_action(a) for a in res.get("actions") or []]
+            node.changed = node.changed or bool(res.get("changed"))
+            node.reboot_required = bool(res.get("reboot_required"))
+            node.restored = [str(r) for r in res.get("restored") or []]
+            node.unconfirmed = list(res.get("unconfirmed") or [])
+            node.notes.extend(str(n) for n in res.get("notes") or [])
+            if isinstance(res.get("diff"), Mapping):
+                node.diff = {k: str(v) for k, v in res["diff"].items() if k in ("before", "after")}
+            if isinstance(res.get("layout"), Mapping):
+                node.layout = dict(res["layout"])
+        elif action == _VERIFY:
+            node.findings = [Finding.from_dict(f) for f in res.get("findings") or []]
+            node.summary = res.get("summary")
+            node.report = res.get("report")
+            node.notes.extend(str(n) for n in res.get("notes") or [])
+
+    def result(self, rc: int, check: bool) -> RunResult:
+        for node in self.nodes.values():
+            if node.status in ("failed", "unreachable"):
+                continue
+            if self.operation == "verify" and node.drift:
+                node.status = "drift"
+            elif node.changed and self.operation in ("apply", "revert"):
+                node.status = "changed"
+        text = "\n".join(self.output)
+        unmatched = sorted(set(_UNMATCHED.findall(text)))
+        errors = []
+        if rc != 0 and not any(n.failed for n in self.nodes.values()):
+            errors = [line.strip() for line in text.splitlines() if re.match(r"\s*(\[ERROR\]|ERROR!)", line)]
+            if not errors:
+                errors = [line for line in text.splitlines() if line.strip()][-5:]
+        return RunResult(operation=self.operation, nodes=dict(sorted(self.nodes.items())), rc=rc, check=check,
+                         unmatched=unmatched, errors=errors)
+
+
+def _failure_message(res: Mapping[str, Any]) -> str:
+    message = str(res.get("msg") or "").strip()
+    errors = res.get("errors")
+    if isinstance(errors, list) and errors and not message:
+        message = "; ".join(str(e) for e in errors)
+    return message or "failed without a message (see the run's artifacts: keep_artifacts=True)"
+
+
+def _raise_for(result: RunResult, limit: str | None, raise_on_failure: bool) -> None:
+    """Errors that mean nothing ran always raise; node failures raise unless raise_on_failure is False."""
+    if not result.nodes and result.rc != 0:
+        if any("no hosts" in e for e in result.errors) or result.unmatched:
+            where = f"limit {limit!r}" if limit else "the inventory"
+            names = ", ".join(result.unmatched) or limit or "-"
+            raise HostNotFoundError(f"{where} matches no host of the inventory (not found: {names})",
+                                    result.unmatched)
+        raise PlaybookError(f"nodetune {result.operation} failed before reaching any node: "
+                            + ("; ".join(result.errors) or f"ansible-playbook exited with {result.rc}"), result)
+    if not raise_on_failure:
+        return
+    lines = [f"{n.host}: {n.message}" for n in result.unreachable + result.failed]
+    if result.unreachable:
+        raise UnreachableError(f"nodetune {result.operation}: {len(result.unreachable)} node(s) unreachable"
+                               + (f", {len(result.failed)} failed" if result.failed else "") + ": "
+                               + "; ".join(lines), result)
+    if result.failed:
+        raise NodeFailedError(f"nodetune {result.operation}: {len(result.failed)} node(s) failed: "
+                              + "; ".join(lines), result)
+    if result.rc != 0 or result.errors:
+        raise PlaybookError(f"nodetune {result.operation}: the playbook failed (rc {result.rc}): "
+                            + ("; ".join(result.errors) or "no error message"), result)
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _host_name_for(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_.\-]", "-", name).strip("-.")
+    return cleaned or "node"
