@@ -51,20 +51,24 @@ class RoleVariablesError(Exception):
     pass
 
 
-def selected(role, task_vars):
+def selected(role, task_vars, all_tags=ALL_TAGS):
     """Whether this run's tags select the role's area: --tags all/apply/<role>, and not --skip-tags <role>."""
     run = set(task_vars.get("ansible_run_tags") or ["all"])
     skip = set(task_vars.get("ansible_skip_tags") or [])
-    return role not in skip and bool(run & set(ALL_TAGS + (role,)))
+    return role not in skip and bool(run & set(tuple(all_tags) + (role,)))
 
 
-def any_selected(task_vars):
-    return any(selected(role, task_vars) for role, _ in AREA_ROLES + (BIOS_ROLE,))
+def any_selected(task_vars, all_tags=ALL_TAGS):
+    return any(selected(role, task_vars, all_tags) for role, _pattern in AREA_ROLES + (BIOS_ROLE,))
 
 
 class ActionModule(ActionBase):
+    """Also the base of any module that takes the same ``areas``/``bios`` (set MODULE_NAME and ALL_TAGS)."""
+
     TRANSFERS_FILES = False
     _requires_connection = True
+    MODULE_NAME = "nodetune.instinct.tune"
+    ALL_TAGS = ALL_TAGS  # tags that select every area (a verify action would use ("all", "verify"))
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -83,12 +87,12 @@ class ActionModule(ActionBase):
                                   + "; ".join(errors))
                 return result
             args.update(collected)
-            if not args.get("areas") and not args.get("bios") and not any_selected(task_vars):
+            if not args.get("areas") and not args.get("bios") and not any_selected(task_vars, self.ALL_TAGS):
                 result.update(skipped=True, changed=False,
                               msg="no nodetune area selected by this run's tags (%s); nothing to do"
                                   % ", ".join(task_vars.get("ansible_run_tags") or []))
                 return result
-        result.update(self._execute_module(module_name="nodetune.instinct.tune", module_args=args,
+        result.update(self._execute_module(module_name=self.MODULE_NAME, module_args=args,
                                            task_vars=task_vars))
         return result
 
@@ -99,7 +103,7 @@ class ActionModule(ActionBase):
         if "areas" not in args:
             areas = {}
             for role, pattern in AREA_ROLES:
-                if not selected(role, task_vars):
+                if not selected(role, task_vars, self.ALL_TAGS):
                     continue
                 values = self._role_variables(role, pattern, task_vars, errors)
                 if values is not None:
@@ -108,7 +112,7 @@ class ActionModule(ActionBase):
         if "bios" not in args:
             role, pattern = BIOS_ROLE
             values = None
-            if selected(role, task_vars):
+            if selected(role, task_vars, self.ALL_TAGS):
                 values = self._role_variables(role, pattern, task_vars, errors)
             collected["bios"] = values or {}
         return collected, errors
