@@ -85,7 +85,8 @@ def adhoc(module: str, args: dict, check: bool) -> list[str]:
 
 def _result(proc: subprocess.CompletedProcess) -> dict:
     """The module result from ad-hoc output ('localhost | SUCCESS => {...}')."""
-    assert proc.returncode in (0, 2), f"rc={proc.returncode}\nstdout:{proc.stdout[-3000:]}\nstderr:{proc.stderr[-3000:]}"
+    assert proc.returncode in (0, 2), \
+        f"rc={proc.returncode}\nstdout:{proc.stdout[-3000:]}\nstderr:{proc.stderr[-3000:]}"
     start = proc.stdout.rfind("\nlocalhost | ") + 1 if "\nlocalhost | " in proc.stdout else 0
     head, sep, body = proc.stdout[start:].partition("=> ")
     assert sep and head.startswith("localhost |"), proc.stdout[-3000:]

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from ansible_collections.nodetune.instinct.plugins.module_utils import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import InvalidValueError, Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.services import SimServices
@@ -35,7 +34,7 @@ def tree_digest(path: Path) -> dict[str, str]:
             elif full.is_dir():
                 out[rel] = "dir"
             else:
-                out[rel] = "%o:%s" % (full.stat().st_mode & 0o7777, hashlib.sha256(full.read_bytes()).hexdigest())
+                out[rel] = f"{full.stat().st_mode & 0o7777:o}:{hashlib.sha256(full.read_bytes()).hexdigest()}"
     return out
 
 
@@ -167,6 +166,6 @@ def test_service_settings_on_a_simulated_service_manager(node: Path) -> None:
 
 def test_lock_serialises_runs(node: Path) -> None:
     root = Root(str(node))
-    with engine.NodeLock(root), pytest.raises(engine.LockedError, match="another nodetune run"):
-        with engine.NodeLock(root, timeout=0.2):
-            pass
+    with engine.NodeLock(root), pytest.raises(engine.LockedError, match="another nodetune run"), \
+            engine.NodeLock(root, timeout=0.2):
+        pass

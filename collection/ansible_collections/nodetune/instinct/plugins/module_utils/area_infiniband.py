@@ -127,7 +127,7 @@ def _sysctls(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
             if str(number).strip().isdigit():
                 thresholds.append((level, int(number), key + " (current)"))
     ordered = sorted(thresholds)
-    for (_, va, na), (_, vb, nb) in zip(ordered, ordered[1:]):
+    for (_level_a, va, na), (_level_b, vb, nb) in zip(ordered, ordered[1:]):
         if va > vb:
             ctx.error("%s=%d is above %s=%d: keep gc_thresh1 <= gc_thresh2 <= gc_thresh3 (gc_thresh3 is the hard cap "
                       "of neighbour entries)" % (na, va, nb, vb))

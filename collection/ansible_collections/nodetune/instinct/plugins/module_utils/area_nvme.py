@@ -137,7 +137,7 @@ def _module_options(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
         return []
     if not options:
         return []
-    ncpus = len([c for c in ctx.topology.get("cpus", [])]) or 1
+    ncpus = len(ctx.topology.get("cpus", [])) or 1
     parts = []
     for name in sorted(options):
         if name == "nr_queues":

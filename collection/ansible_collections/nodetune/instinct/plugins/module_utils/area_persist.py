@@ -151,6 +151,7 @@ def _udev_rules(settings: List[Setting]) -> str:
         by_device.setdefault(s.target, {})[attr] = s.value
     if not by_device:
         return ""
+
     # Scheduler first: switching it resets nr_requests (udev applies ATTR assignments in order).
     def assignments(attrs: Dict[str, str]) -> str:
         return ", ".join('ATTR{%s}="%s"' % (a, attrs[a])

@@ -30,7 +30,7 @@ _UNIT = re.compile(r"^[A-Za-z0-9@_.\-]+\.(service|timer)$")
 def parse_state(text: str) -> Dict[str, str]:
     out = {}
     for item in text.split(","):
-        key, _, value = item.partition("=")
+        key, value = item.partition("=")[::2]
         if key.strip():
             out[key.strip()] = value.strip()
     return out
@@ -104,13 +104,13 @@ class SystemdServices(object):
         self.systemctl = systemctl
 
     def installed(self, unit: str) -> bool:
-        rc, out, _ = self.run([self.systemctl, "list-unit-files", "--no-legend", "--no-pager", unit])
+        rc, out = self.run([self.systemctl, "list-unit-files", "--no-legend", "--no-pager", unit])[:2]
         return rc == 0 and unit in out
 
     def state(self, unit: str) -> Dict[str, str]:
         check_unit(unit)
-        rc_enabled, out_enabled, _ = self.run([self.systemctl, "is-enabled", unit])
-        rc_active, _, _ = self.run([self.systemctl, "is-active", "--quiet", unit])
+        out_enabled = self.run([self.systemctl, "is-enabled", unit])[1]
+        rc_active = self.run([self.systemctl, "is-active", "--quiet", unit])[0]
         return {"enabled": "yes" if out_enabled.strip() in ("enabled", "enabled-runtime", "alias") else "no",
                 "active": "yes" if rc_active == 0 else "no"}
 

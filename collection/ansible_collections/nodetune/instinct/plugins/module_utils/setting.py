@@ -165,7 +165,7 @@ def normalize(setting: Setting, text: Optional[str]) -> Optional[str]:
     if text is None:
         return None
     if setting.compare == CHOICE:
-        active, _ = parse_choice(text)
+        active = parse_choice(text)[0]
         return active
     if setting.compare == CPULIST:
         try:

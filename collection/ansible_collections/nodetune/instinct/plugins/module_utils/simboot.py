@@ -51,7 +51,7 @@ def irq_numbers_by_name(root: Root) -> Dict[str, int]:
     """Action name -> IRQ number from /proc/interrupts (IRQ numbers change across reboots; names do not)."""
     out: Dict[str, int] = {}
     for line in (root.read("proc/interrupts", strip=False) or "").splitlines()[1:]:
-        head, _, rest = line.partition(":")
+        head, rest = line.partition(":")[::2]
         if head.strip().isdigit() and rest.split():
             out.setdefault(rest.split()[-1], int(head))
     return out

@@ -226,7 +226,7 @@ def _queue(root, rel: str, value: str) -> bool:
         wanted = int(value)
     except ValueError:
         raise _err(errno.EINVAL, "nr_requests takes an integer") from None
-    scheduler, _ = parse_choice(_read(root.real(match.group(1) + "/queue/scheduler")))
+    scheduler = parse_choice(_read(root.real(match.group(1) + "/queue/scheduler")))[0]
     limit = _nr_tags(root, match.group(1)) if scheduler in (None, "none") else SCHED_MAX_REQUESTS
     if wanted > limit:
         raise _err(errno.EINVAL, "nr_requests %d exceeds %d with scheduler %s" % (wanted, limit, scheduler))

@@ -34,7 +34,7 @@ BUILDERS = (
     ("sysctl", area_sysctl.build),
     ("rocm_env", area_rocm_env.build),
 )
-AREAS = tuple(name for name, _ in BUILDERS)
+AREAS = tuple(entry[0] for entry in BUILDERS)
 
 
 def desired_settings(ctx: Context, areas: Dict[str, Any], persist: bool = True) -> List[Setting]:

@@ -23,7 +23,7 @@ description:
   - A lock (C(var/lib/nodetune/lock)) serializes concurrent runs on one node.
 version_added: "0.1.0"
 author:
-  - nodetune contributors
+  - nodetune contributors (@nodetune)
 options:
   root:
     description:
@@ -69,8 +69,10 @@ options:
     default: {}
 attributes:
   check_mode:
+    description: Returns the planned actions and the diff; writes nothing, not even the journal or the lock.
     support: full
   diff_mode:
+    description: Returns before and after of every Setting it changes (or would change).
     support: full
 notes:
   - Disruptive changes (offlining CPUs, stopping irqbalance, IPoIB MTU changes) need their area's opt-in variable.
