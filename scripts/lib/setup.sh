@@ -18,7 +18,7 @@ NODETUNE_PYTHON_VERSION="3.11"
 # Debian packages everyone needs: hwloc's lstopo is the independent topology oracle (tests and `nodetune`).
 NODETUNE_DEB_PACKAGES=(hwloc)
 # Debian packages only the test suite needs (scripts/test.sh), e.g. chromium for a headless browser test.
-NODETUNE_TEST_DEB_PACKAGES=()
+NODETUNE_TEST_DEB_PACKAGES=(chromium)
 
 _nt_t0=$SECONDS
 

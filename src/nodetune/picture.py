@@ -34,7 +34,7 @@ CELL = 26          # one core (its threads side by side)
 PAD = 10
 HEADER = 22
 DEVICE_ROW = 20
-MIN_NODE_WIDTH = 330
+MIN_NODE_WIDTH = 310
 MAX_ROW_WIDTH = 1360  # sockets side by side up to this width, else one below the other
 FONT = "font-family:DejaVu Sans,Arial,Helvetica,sans-serif"
 
@@ -404,20 +404,23 @@ def drift_records(result: Any) -> list[NodeDrift]:
 def drift_svg(nodes: Sequence[NodeDrift]) -> str:
     """A heat map: one row per node, one column per drifting id, the cell shade by how many targets drift."""
     ids = sorted({str(f["id"]) for n in nodes for f in n.findings if f.get("status") == "drift"})
-    label_w, cell_w, cell_h, head_h = 160, 26, 20, 150
-    width = label_w + max(len(ids), 1) * cell_w + 20
+    label_w, cell_w, cell_h = 160, 26, 20
+    slant = int(max((len(i) for i in ids), default=0) * 6.2 * 0.71)  # ids written at 45 degrees
+    head_h = slant + 14
+    band = max(len(ids) * cell_w, 140)  # a failed node's row says so in words
+    width = label_w + max(len(ids) * cell_w + slant, band) + 20
     height = head_h + len(nodes) * cell_h + 10
     parts = []
     for col, finding_id in enumerate(ids):
         x = label_w + col * cell_w + cell_w / 2
-        parts.append(f'<text x="{x:.0f}" y="{head_h - 6}" font-size="11" transform="rotate(-60 {x:.0f} {head_h - 6})" '
+        parts.append(f'<text x="{x:.0f}" y="{head_h - 6}" font-size="11" transform="rotate(-45 {x:.0f} {head_h - 6})" '
                      f'style="{FONT}">{_esc(finding_id)}</text>')
     for row, node in enumerate(nodes):
         y = head_h + row * cell_h
         parts.append(f'<text x="{label_w - 8}" y="{y + 14}" font-size="12" text-anchor="end" style="{FONT}" '
                      f'class="host">{_esc(node.host)}</text>')
         if node.status in ("failed", "unreachable"):
-            parts.append(f'<rect x="{label_w}" y="{y + 1}" width="{max(len(ids), 1) * cell_w}" height="{cell_h - 2}" '
+            parts.append(f'<rect x="{label_w}" y="{y + 1}" width="{band}" height="{cell_h - 2}" '
                          f'fill="#f4c7c3"><title>{_esc(f"{node.host}: {node.status}: {node.message}")}</title></rect>'
                          f'<text x="{label_w + 4}" y="{y + 14}" font-size="11" style="{FONT}">'
                          f'{_esc(node.status)}</text>')

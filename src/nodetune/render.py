@@ -35,13 +35,26 @@ def compress_targets(targets: Iterable[str]) -> str:
     return ", ".join(parts + sorted(set(plain)))
 
 
-def change_groups(settings: Sequence[SettingChange]) -> list[tuple[str, str, str, str, int]]:
-    """(id, targets, before, after, count) per distinct change, in apply order."""
-    groups: dict[tuple[str, str, str], list[str]] = {}
+def change_groups(settings: Sequence[SettingChange], max_per_id: int = 3) -> list[tuple[str, str, str, str, int]]:
+    """(id, targets, before, after, count) per distinct change, in apply order; an id with more than
+    ``max_per_id`` distinct changes (one IRQ affinity per vector) is one row whose values read "N values"."""
+    by_id: dict[str, dict[tuple[str, str], list[str]]] = {}
     for change in settings:
-        before = _short(change.before if change.before is not None else "<absent>")
-        groups.setdefault((change.id, before, _short(change.after)), []).append(change.target)
-    return [(key[0], compress_targets(targets), key[1], key[2], len(targets)) for key, targets in groups.items()]
+        before, after = _value(change, change.before), _value(change, change.after)
+        by_id.setdefault(change.id, {}).setdefault((before, after), []).append(change.target)
+    rows: list[tuple[str, str, str, str, int]] = []
+    for setting_id, groups in by_id.items():
+        if len(groups) <= max_per_id:
+            rows.extend((setting_id, compress_targets(targets), before, after, len(targets))
+                        for (before, after), targets in groups.items())
+            continue
+        targets = [t for group in groups.values() for t in group]
+        befores = {before for before, _ in groups}
+        afters = {after for _, after in groups}
+        rows.append((setting_id, compress_targets(targets),
+                     befores.pop() if len(befores) == 1 else f"{len(befores)} values",
+                     afters.pop() if len(afters) == 1 else f"{len(afters)} values", len(targets)))
+    return rows
 
 
 def drift_groups(findings: Sequence[Finding]) -> list[tuple[str, str, str, str, str, int]]:
@@ -59,6 +72,13 @@ def status_counts(node: NodeResult) -> dict[str, int]:
     for finding in node.findings:
         counts[finding.status] = counts.get(finding.status, 0) + 1
     return counts
+
+
+def _value(change: SettingChange, value: str | None) -> str:
+    """A file's content is shown by its size (the diff has the text); other values as they are."""
+    if change.kind == "file" and value is not None:
+        return f"<file, {len(value.encode())} bytes>"
+    return _short(value)
 
 
 def _short(value: Any, width: int = 48) -> str:

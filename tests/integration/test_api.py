@@ -1,0 +1,145 @@
+"""The Python API end to end on one small simulated node: apply, drift, verify, revert; and its errors.
+
+One node tree per module (built in memory under /dev/shm where possible): every API call is a real
+ansible-playbook run through ansible-runner, which costs seconds, so the flow is one test and each error case
+takes at most one run. The inventory is given as a mapping (the lab's opt-ins as group variables), a host list
+and a path in turn, so all three forms are exercised.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+
+import nodetune
+from tests.integration.test_playbooks import small_spec
+from tests.unit.test_engine import tree_digest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+LAB_TUNING = yaml.safe_load((REPO / "inventories" / "lab" / "group_vars" / "all" / "tuning.yml").read_text())
+GOVERNOR = "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor"
+NUMA_BALANCING = "proc/sys/kernel/numa_balancing"  # a sysctl: no kernel side effect to emulate when it drifts
+
+
+def scratch_dir() -> Path:
+    """In memory where the host has room (the trees are many small files), else the system's temp folder."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 1 << 30:
+        return Path(tempfile.mkdtemp(prefix="nodetune-api-test-", dir=shm))
+    return Path(tempfile.mkdtemp(prefix="nodetune-api-test-"))
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[Path]:
+    scratch = scratch_dir()
+    try:
+        root = scratch / "node1"
+        simnode.build(small_spec(), str(root))
+        yield root
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def inventory_for(root: Path, **host_vars: Any) -> dict[str, Any]:
+    return {"all": {
+        "hosts": {"node1": {"nodetune_root": str(root), **host_vars}},
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                 **LAB_TUNING}}}
+
+
+def test_apply_check_apply_drift_verify_revert(node: Path) -> None:
+    inventory = inventory_for(node)
+    pristine = tree_digest(node)
+    governor_before = (node / GOVERNOR).read_text().strip()
+    balancing_before = (node / NUMA_BALANCING).read_bytes()
+
+    events: list[nodetune.TaskEvent] = []
+    check = nodetune.apply(inventory, check=True, progress=events.append)
+    assert tree_digest(node) == pristine, "check mode wrote to the node"
+    planned = check.nodes["node1"]
+    assert check.check and check.ok and planned.status == "changed"
+    by_uid = {(s.id, s.target): s for s in planned.settings}
+    assert by_uid[("cpu.governor", "cpu1")].before == governor_before != "performance"
+    assert by_uid[("cpu.governor", "cpu1")].after == "performance"
+    assert ("smt.siblings_offline", "cpu32") in by_uid  # the lab opt-in: cpu0's sibling goes offline
+    assert planned.diff and "cpu.governor[cpu1]" in planned.diff["after"]
+    # the progress callback streamed the node's task events as they happened
+    tune_events = [e for e in events if e.action == "nodetune.instinct.tune"]
+    assert [e.status for e in tune_events] == ["started", "changed"] and {e.host for e in events} == {"node1"}
+
+    applied = nodetune.apply(inventory)
+    done = applied.nodes["node1"]
+    assert done.status == "changed" and not applied.check
+    assert {(s.id, s.target) for s in done.settings} == set(by_uid)
+    assert (node / GOVERNOR).read_text().strip() == "performance"
+    assert done.reboot_required == any(s.reboot_required for s in done.settings) == applied.reboot_required
+
+    # drift: someone turns automatic NUMA balancing back on; verify names exactly that Setting
+    assert (node / NUMA_BALANCING).read_text().strip() == "0" != balancing_before.decode().strip()
+    (node / NUMA_BALANCING).write_bytes(balancing_before)
+    audit = nodetune.verify(inventory)
+    checked = audit.nodes["node1"]
+    assert audit.ok and checked.status == "drift" and audit.drifted == [checked]
+    setting_drift = [f for f in checked.drift if f.source == "setting"]
+    assert [(f.uid, str(f.expected), str(f.actual)) for f in setting_drift] == [
+        ("sysctl.kernel.numa_balancing[kernel.numa_balancing]", "0", balancing_before.decode().strip())]
+    assert setting_drift[0].remedy and checked.summary
+    assert "sysctl.kernel.numa_balancing" in checked.summary["drift_ids"]
+
+    # revert: the journal's baseline comes back byte for byte (the drifted value included)
+    reverted = nodetune.revert(inventory)
+    assert reverted.nodes["node1"].restored and reverted.ok
+    assert tree_digest(node) == pristine
+
+
+def test_missing_inventory_and_unknown_host_are_refused(node: Path, tmp_path: Path) -> None:
+    with pytest.raises(nodetune.InventoryError, match="does not exist"):
+        nodetune.verify(tmp_path / "no-such-inventory.yml")
+    with pytest.raises(nodetune.InventoryError, match="no such directory"):
+        nodetune.local_inventory(tmp_path / "no-such-node")
+    with pytest.raises(ValueError, match="forks"):
+        nodetune.verify(["node1"], forks=0)
+    # a host list; the limit names a host it does not have
+    with pytest.raises(nodetune.HostNotFoundError, match="ghost") as caught:
+        nodetune.discover(["node1"], limit="ghost", extra_vars={"nodetune_root": str(node)})
+    assert caught.value.patterns == ["ghost"]
+
+
+def test_bad_variable_fails_the_node_with_the_modules_message(node: Path, tmp_path: Path) -> None:
+    before = tree_digest(node)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump(inventory_for(node, nodetune_ipoib_mtu=4096)))
+    with pytest.raises(nodetune.NodeFailedError, match="nodetune_ipoib_mtu=4096") as caught:
+        nodetune.apply(str(inventory))
+    result = caught.value.result
+    assert result is not None and [n.host for n in result.failed] == ["node1"] and not result.ok
+    assert "4092" in (result.nodes["node1"].message or "")
+    assert tree_digest(node) == before
+
+
+def test_plan_with_an_unreachable_node(node: Path) -> None:
+    inventory = inventory_for(node)
+    inventory["all"]["hosts"]["ghost"] = {"ansible_connection": "ssh", "ansible_host": "127.0.0.1",
+                                          "ansible_port": 1, "ansible_ssh_common_args": "-o ConnectTimeout=3"}
+    with pytest.raises(nodetune.UnreachableError, match="ghost") as caught:
+        nodetune.plan(inventory)
+    result = caught.value.result
+    assert result is not None and [n.host for n in result.unreachable] == ["ghost"]
+    assert result.nodes["ghost"].message
+    planned = result.nodes["node1"]
+    assert planned.status == "ok" and planned.topology and planned.layout
+    assert planned.topology["gpus"] and planned.layout["ranks"]
+    # the layout is planned with the inventory's variables: the lab opts in to offlining SMT siblings
+    assert planned.layout["smt_offline"]
+    # plan never writes: the tune module ran in check mode
+    assert not (node / "var/lib/nodetune/journal.json").exists()

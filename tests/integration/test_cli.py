@@ -1,0 +1,139 @@
+"""The ``nodetune`` CLI end to end on one small simulated node (``--root``), its exit codes and its bad input.
+
+Exit codes (docs/cli.md): 0 clean, 1 failure, 2 drift found (verify; apply --check when something would change).
+The commands run in-process through ``nodetune.cli.main`` (each still a real ansible-playbook run); one bad-input
+case goes through the installed console script to prove no traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+
+from nodetune.api import TaskEvent
+from nodetune.cli import main
+from tests.integration.test_api import scratch_dir
+from tests.integration.test_playbooks import small_spec
+from tests.unit.test_engine import tree_digest
+
+NUMA_BALANCING = "proc/sys/kernel/numa_balancing"
+# BIOS-level and health checks report the simulated hardware itself (IOMMU, SMT in the BIOS): left out here so
+# that a freshly tuned node verifies clean and exit code 0 can be seen.
+QUIET_CHECKS = ["-e", "nodetune_bios_check_enabled=false", "-e", "nodetune_health_enabled=false"]
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[Path]:
+    scratch = scratch_dir()
+    try:
+        root = scratch / "cli-node"
+        simnode.build(small_spec(), str(root))
+        yield root
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, dict]:
+    code = main(list(words))
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+@pytest.mark.slow
+def test_apply_verify_drift_revert_exit_codes(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pristine = tree_digest(node)
+
+    code, planned = run_json(capsys, "apply", "--root", str(node), "--check", "--json")
+    assert code == 2, "apply --check must exit 2 when something would change"
+    host = next(iter(planned["nodes"]))
+    assert host == "cli-node" and planned["check"] is True
+    assert any(s["id"] == "cpu.governor" for s in planned["nodes"][host]["settings"])
+    assert tree_digest(node) == pristine
+
+    assert main(["apply", "--root", str(node)]) == 0
+    tables = capsys.readouterr().out
+    assert "cpu.governor" in tables and "cpu0-63" in tables  # grouped rows, compressed targets
+
+    code, clean = run_json(capsys, "verify", "--root", str(node), "--json", *QUIET_CHECKS)
+    assert code == 0 and clean["nodes"][host]["status"] == "ok", clean["nodes"][host]["notes"]
+
+    balancing = (node / NUMA_BALANCING).read_text()
+    (node / NUMA_BALANCING).write_text("1\n")
+    code, drifted = run_json(capsys, "verify", "--root", str(node), "--json", *QUIET_CHECKS)
+    assert code == 2
+    drift = [f for f in drifted["nodes"][host]["findings"] if f["status"] == "drift"]
+    assert [(f["id"], f["actual"]) for f in drift] == [("sysctl.kernel.numa_balancing", "1")]
+    (node / NUMA_BALANCING).write_text(balancing)
+
+    assert main(["revert", "--root", str(node)]) == 0
+    assert tree_digest(node) == pristine
+
+
+@pytest.mark.slow
+def test_fleet_discover_and_unknown_host(node: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {"n1": {
+        "nodetune_root": str(node), "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))
+    code, found = run_json(capsys, "discover", "-i", str(inventory), "--json")
+    assert code == 0 and found["nodes"]["n1"]["topology"]["gpus"]
+
+    assert main(["verify", "-i", str(inventory), "--limit", "ghost"]) == 1
+    err = capsys.readouterr().err
+    assert "ghost" in err and "matches no host" in err and "Traceback" not in err
+
+
+def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = [
+        (["apply", "--root", str(tmp_path / "missing")], "no such directory"),
+        (["verify", "-i", str(tmp_path / "missing.yml")], "does not exist"),
+        (["revert"], "one of the arguments -i/--inventory --root is required"),
+        (["apply", "--root", str(tmp_path), "-e", "not a var=1"], "is not a variable name"),
+        (["picture", "--root", str(tmp_path / "missing"), "-o", str(tmp_path / "x.html")], "no such directory"),
+        (["verify", "--root", str(tmp_path), "-f", "0"], "expected a whole number >= 1"),
+    ]
+    for words, message in cases:
+        assert main(words) == 1, words
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (words, err)
+
+
+def test_console_script_prints_no_traceback(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "nodetune"
+    if not script.exists():
+        pytest.skip(f"the nodetune console script is not installed next to {sys.executable} (pip install -e .)")
+    result = subprocess.run([str(script), "apply", "--root", str(tmp_path / "nope")], capture_output=True, text=True,
+                            timeout=60, check=False, env=dict(os.environ, NO_COLOR="1"))
+    assert result.returncode == 1
+    assert result.stderr.strip() == (f"nodetune apply: error: --root '{tmp_path / 'nope'}': no such directory "
+                                     "(give '/' or a node tree)")
+
+
+def test_progress_rows_per_node() -> None:
+    from rich.console import Console
+    from rich.progress import Progress, TextColumn
+
+    from nodetune.commands._shared import _NodeBars
+
+    out = io.StringIO()
+    progress = Progress(TextColumn("{task.description}"), TextColumn("{task.completed}/{task.total}"),
+                        TextColumn("{task.fields[state]}"),
+                        console=Console(file=out, force_terminal=True, width=160, color_system=None))
+    bars = _NodeBars(progress)
+    with progress:
+        for host in ("n1", "n2"):
+            bars(TaskEvent(host, "Tune the node", "started", "nodetune.instinct.tune"))
+        bars(TaskEvent("n1", "Tune the node", "changed", "nodetune.instinct.tune"))
+        bars(TaskEvent("n2", "Tune the node", "failed", "nodetune.instinct.tune", message="nodetune refused [x]"))
+    text = out.getvalue()
+    assert "n1 1/1 changed Tune the node" in text
+    assert "n2 1/1 failed: nodetune refused [x]" in text
