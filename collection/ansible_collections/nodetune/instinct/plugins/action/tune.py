@@ -112,7 +112,8 @@ class ActionModule(ActionBase):
         if "bios" not in args:
             role, pattern = BIOS_ROLE
             values = None
-            if selected(role, task_vars, self.ALL_TAGS):
+            # Without the bios_check role (an ad-hoc call from elsewhere) the BIOS-level checks are simply not run.
+            if selected(role, task_vars, self.ALL_TAGS) and self._find_role(role, task_vars, required=False):
                 values = self._role_variables(role, pattern, task_vars, errors)
             collected["bios"] = values or {}
         return collected, errors
@@ -139,7 +140,7 @@ class ActionModule(ActionBase):
         errors.extend("%s (role %s)" % (message, role) for message in validated.error_messages)
         return values
 
-    def _find_role(self, role, task_vars):
+    def _find_role(self, role, task_vars, required=True):
         candidates = []
         if task_vars.get("role_path"):
             candidates.append(os.path.join(os.path.dirname(task_vars["role_path"]), role))
@@ -148,6 +149,8 @@ class ActionModule(ActionBase):
         for candidate in candidates:
             if os.path.isfile(os.path.join(candidate, "meta", "argument_specs.yml")):
                 return candidate
+        if not required:
+            return None
         raise RoleVariablesError("areas were not given and the %s role was not found next to the running role or on "
                                  "the roles path (%s); put the nodetune roles on the roles path or pass areas"
                                  % (role, ", ".join(candidates)))
