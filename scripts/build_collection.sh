@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Build the nodetune.instinct collection tarball for Galaxy, Automation Hub and execution environments.
+#
+#   scripts/build_collection.sh [OUTPUT_DIR]        # default: dist/ ; prints the tarball's path
+#
+# The collection's plugins live in collection/ansible_collections/nodetune/instinct/. The roles and playbooks live
+# at the repository root, where ansible.cfg (roles_path = ./roles), Molecule, ansible-lint and the role docs
+# generator find them. They are COPIED into a staging copy of the collection at build time, so there is one source
+# for each file and the repository keeps working unchanged:
+#   roles/<role>/                 -> roles/<role>/                    (nodetune.instinct.<role>)
+#   playbooks/<name>.yml          -> playbooks/<name>.yml             (ansible-playbook nodetune.instinct.<name>)
+#   site.yml                      -> playbooks/site.yml               (ansible-playbook nodetune.instinct.site)
+# In the copies, `import_playbook: playbooks/<name>.yml` becomes `import_playbook: nodetune.instinct.<name>`; the
+# roles' short names resolve inside the collection's own playbooks. Symlinks would not do: ansible-galaxy skips a
+# symlinked directory that points outside the collection.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-$repo/dist}"
+source_dir="$repo/collection/ansible_collections/nodetune/instinct"
+command -v ansible-galaxy >/dev/null 2>&1 || { echo "build_collection: ansible-galaxy not on PATH (activate .venv)" >&2; exit 1; }
+
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
+coll="$stage/ansible_collections/nodetune/instinct"
+mkdir -p "$coll" "$out"
+
+# The collection itself, without test output and caches.
+tar -C "$source_dir" --exclude='./tests/output' --exclude='__pycache__' --exclude='*.pyc' --exclude='./roles' \
+    --exclude='./playbooks' -cf - . | tar -C "$coll" -xf -
+
+# The roles, as they are in the repository.
+mkdir -p "$coll/roles"
+tar -C "$repo/roles" --exclude='__pycache__' --exclude='*.pyc' -cf - . | tar -C "$coll/roles" -xf -
+
+# The playbooks, with imports turned into collection playbook names.
+mkdir -p "$coll/playbooks"
+for book in "$repo"/playbooks/*.yml "$repo/site.yml"; do
+    sed -E 's#(import_playbook:[[:space:]]*)(\./)?(playbooks/)?([A-Za-z0-9_]+)\.ya?ml#\1nodetune.instinct.\4#' \
+        "$book" >"$coll/playbooks/$(basename "$book")"
+done
+
+ansible-galaxy collection build "$coll" --output-path "$out" --force >/dev/null
+version="$(sed -n 's/^version:[[:space:]]*//p' "$coll/galaxy.yml" | tr -d "\"'")"
+echo "$out/nodetune-instinct-$version.tar.gz"

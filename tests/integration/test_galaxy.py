@@ -1,0 +1,83 @@
+"""The collection as users get it: built with ``scripts/build_collection.sh`` (ansible-galaxy collection build),
+installed into an EMPTY collections path, and its own ``site.yml`` run from there against a simulated node.
+
+The run happens in a folder with its own empty ansible.cfg and an empty roles path, so nothing of the
+repository (its ansible.cfg, collection/ or roles/) can stand in for what the tarball ships.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.test_playbooks import small_spec
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def isolated_env(work: Path, collections: Path) -> dict[str, str]:
+    config = work / "ansible.cfg"
+    config.write_text("[defaults]\nretry_files_enabled = False\n")
+    (work / "no-roles").mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+               ANSIBLE_CONFIG=str(config), ANSIBLE_COLLECTIONS_PATH=str(collections),
+               ANSIBLE_ROLES_PATH=str(work / "no-roles"), ANSIBLE_NOCOLOR="1", ANSIBLE_HOME=str(work / "home"))
+    return env
+
+
+def run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_built_collection_installs_and_runs_site_from_an_empty_collections_path(tmp_path: Path) -> None:
+    env_build = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    build = run(["bash", str(REPO / "scripts" / "build_collection.sh"), str(tmp_path / "dist")], REPO, env_build)
+    assert build.returncode == 0, build.stderr
+    tarball = Path(build.stdout.strip().splitlines()[-1])
+    with tarfile.open(tarball) as archive:
+        names = set(archive.getnames())
+    for required in ("plugins/modules/tune.py", "plugins/modules/verify.py", "plugins/modules/topology_facts.py",
+                     "plugins/action/tune.py", "plugins/filter/layout_filters.py", "plugins/filter/cpulist.yml",
+                     "plugins/module_utils/rootfs.py", "roles/tune/tasks/main.yml",
+                     "roles/nvme/meta/argument_specs.yml", "roles/verify/tasks/main.yml", "playbooks/site.yml",
+                     "playbooks/apply.yml", "meta/runtime.yml"):
+        assert required in names, f"{required} is not in {tarball.name}"
+    assert not any("tests/output" in n or "__pycache__" in n for n in names)
+
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    collections = tmp_path / "collections"
+    env = isolated_env(work, collections)
+    install = run(["ansible-galaxy", "collection", "install", str(tarball), "-p", str(collections)], work, env)
+    assert install.returncode == 0, install.stdout + install.stderr
+    listed = run(["ansible-galaxy", "collection", "list", "nodetune.instinct", "--format", "json"], work, env)
+    assert listed.returncode == 0, listed.stderr
+    assert list(json.loads(listed.stdout)) == [str(collections / "ansible_collections")]
+
+    spec = work / "node.yml"
+    spec.write_text(yaml.safe_dump(small_spec()))
+    node = tmp_path / "node"
+    inventory = work / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gnode": {
+        "nodetune_sim_spec": str(spec), "nodetune_root": str(node), "nodetune_report_dir": str(work / "reports"),
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))
+    site = run(["ansible-playbook", "-i", str(inventory), "nodetune.instinct.site"], work, env)
+    assert site.returncode == 0, site.stdout[-5000:] + site.stderr[-2000:]
+    recap = re.search(r"^gnode\s*:\s*(.*)$", site.stdout, re.M)
+    assert recap, site.stdout[-3000:]
+    counts = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", recap.group(1))}
+    assert counts["failed"] == 0 and counts["changed"] >= 2  # the node was built, then tuned
+    assert (node / "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor").read_text().strip() == "performance"
+    assert (node / "var/lib/nodetune/journal.json").is_file()
+    assert json.loads((work / "reports" / "nodes" / "gnode.json").read_text())["node"] == "gnode"
