@@ -1,104 +1,103 @@
 # -*- coding: utf-8 -*-
 # Copyright: nodetune contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""The ROCm/RCCL environment area (first version): node-wide env files with names something really reads.
+"""The ROCm/RCCL environment area: names something really reads, the articles' scenarios, per-rank binding.
 
-RCCL reads ``NCCL_*`` names (and ``/etc/rccl.conf``, which never overrides the environment); most ``RCCL_*``
-names in the articles are read by nothing. A wrong name is refused (or warned about under the ``warn`` policy)
-with the name to use instead. Values are shell-quoted in the profile script.
+What a node gets, from lowest to highest precedence:
+
+1. a scenario profile (``nodetune_rocm_profile``: the articles' parameter matrix with real names),
+2. node-specific values from the Layout (``nodetune_rocm_layout_env``: ``NCCL_IB_HCA`` / ``NCCL_SOCKET_IFNAME``
+   listing the node's usable NICs), added only when the area writes anything at all,
+3. the user's own ``nodetune_rocm_env``,
+
+each value checked against the catalogue (rocm_catalog.py), and written to three files: ``/etc/rccl.conf``
+(RCCL reads its KEY=VALUE lines verbatim and never lets them override the environment; NCCL_*/RCCL_* names
+only), a login-shell profile script (single-quoted values) and an environment file for systemd's
+EnvironmentFile= and Slurm job scripts (double-quoted values with ``\\ " $ ``` escaped, the form both systemd
+and a POSIX shell read the same way). A wrong name from the articles is refused (or kept with a warning under
+the ``warn`` policy) with the real name to use. Separately, when the Layout has GPU ranks, the rank table
+(``/etc/nodetune/ranks.json``) and the ``nodetune-bind`` launcher that reads it (rank_bind.py) are written.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import rank_bind
+from ansible_collections.nodetune.instinct.plugins.module_utils import rocm_catalog as catalog
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Context,
     describe,
     unknown_keys,
+    want_bool,
+    want_list,
     want_str,
 )
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import FILE, Setting
 
 AREA = "rocm_env"
-VARIABLES = ("nodetune_rocm_env", "nodetune_rocm_env_policy", "nodetune_rocm_profile_file",
-             "nodetune_rocm_rccl_conf_file", "nodetune_rocm_env_file")
-_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-# Interface / HCA lists as NCCL parses them: optional '^' (exclude) and '=' (exact match) prefixes, then
-# comma-separated names, each with an optional ':port' (NCCL_IB_HCA=mlx5_0:1,mlx5_1:1).
-_IFACE_LIST = re.compile(r"^\^?=?[A-Za-z0-9_.\-]+(:[0-9]+)?(,[A-Za-z0-9_.\-]+(:[0-9]+)?)*$")
-INTERFACE_VARIABLES = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+VARIABLES = ("nodetune_rocm_env", "nodetune_rocm_env_policy", "nodetune_rocm_profile", "nodetune_rocm_layout_env",
+             "nodetune_rocm_bind", "nodetune_rocm_profile_file", "nodetune_rocm_rccl_conf_file",
+             "nodetune_rocm_env_file", "nodetune_rocm_ranks_file", "nodetune_rocm_bind_file")
 PATH_VARIABLES = (
     ("nodetune_rocm_profile_file", "etc/profile.d/nodetune-rocm.sh"),
     ("nodetune_rocm_rccl_conf_file", "etc/rccl.conf"),
     ("nodetune_rocm_env_file", "etc/nodetune/rocm.env"),
+    ("nodetune_rocm_ranks_file", "etc/nodetune/ranks.json"),
+    ("nodetune_rocm_bind_file", "usr/local/bin/nodetune-bind"),
 )
-
-# Names from the articles that nothing reads: -> the real name, or None ("has no effect").
-WRONG_NAMES = {
-    "RCCL_PROTO": "NCCL_PROTO",
-    "RCCL_ALGO": "NCCL_ALGO",
-    "RCCL_TOPO_FILE": "NCCL_TOPO_FILE",
-    "RCCL_NET_PLUGIN": "NCCL_NET_PLUGIN",
-    "RCCL_SOCKET_IFNAME": "NCCL_SOCKET_IFNAME",
-    "RCCL_BUFFSIZE": "NCCL_BUFFSIZE",
-    "RCCL_NSOCKS_PERTHREAD": "NCCL_NSOCKS_PERTHREAD",
-    "RCCL_TOPO_DUMP_FILE": "NCCL_TOPO_DUMP_FILE",
-    "RCCL_NET_GDR_LEVEL": "NCCL_NET_GDR_LEVEL",
-    "RCCL_DEBUG": "NCCL_DEBUG",
-    "RCCL_TIMEOUT": None,
-    "NCCL_TIMEOUT": None,
-    "HSA_AMD_ENABLE_ASYNC_IO": None,
-    "HSA_AMD_ENABLE_UM_PRE_REGISTER": None,
-    "HSA_AMD_SEVM_PRE_ALLOC": None,
-    "AMD_ZSTD_ACCELERATION": None,
-    "AMD_LZ4_ACCELERATION": None,
-    "HCCL_OVER_OFI": None,
-}
-NO_EFFECT_WHY = {
-    "RCCL_TIMEOUT": "the collective timeout is set in code: init_process_group(timeout=...)",
-    "NCCL_TIMEOUT": "the collective timeout is set in code: init_process_group(timeout=...)",
-    "HCCL_OVER_OFI": "it belongs to Habana Gaudi's HCCL, not ROCm",
-}
+LAYOUT_NAMES = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")  # what the Layout's nccl_env (and each rank's env) offers
+RANK_CPU_NAMES = ("GOMP_CPU_AFFINITY", "OMP_NUM_THREADS")
+# Without this ROCr starts its helper threads on every CPU, whatever the rank's affinity (ROCr's default is 1).
+RANK_EXTRA_ENV = {"HSA_OVERRIDE_CPU_AFFINITY_DEBUG": "0"}
+WRONG_NAMES = catalog.WRONG_NAMES
+NO_EFFECT_WHY = catalog.NO_EFFECT_WHY
+# No '=' in here: RCCL would read a comment line holding one as a variable.
+HEADER = "# Managed by nodetune (rocm_env area). Local changes are reported as drift and overwritten.\n"
+_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
+# ------------------------------------------------------------------------------------------------ quoting
 def shell_quote(value: str) -> str:
+    """POSIX single quotes: nothing inside is special; a quote itself is closed, escaped and reopened."""
     return "'" + value.replace("'", "'\"'\"'") + "'"
 
 
-def check_names(ctx: Context, env: Dict[str, Any], policy: str) -> Dict[str, str]:
+def env_file_quote(value: str) -> str:
+    """Double quotes with \\ " $ ` escaped: systemd's EnvironmentFile= and sh read it as the same text."""
+    return '"' + re.sub(r'([\\"$`])', r"\\\1", value) + '"'
+
+
+# ------------------------------------------------------------------------------------------------ checking
+def check_names(ctx: Context, env: Dict[Any, Any], policy: str) -> Dict[str, str]:
+    """The user's variables, checked against the catalogue; refused ones are reported (all of them)."""
     good: Dict[str, str] = {}
-    for name in sorted(env):
+    for name in sorted(env, key=str):
         value = env[name]
         if not isinstance(name, str) or not _NAME.match(name):
             ctx.error("nodetune_rocm_env key %s is not an environment variable name (A-Z, 0-9, _)" % describe(name))
             continue
-        if isinstance(value, (dict, list)) or value is None:
-            ctx.error("nodetune_rocm_env['%s']=%s is not valid: expected a single value" % (name, describe(value)))
+        where = "nodetune_rocm_env['%s']=%s" % (name, describe(value))
+        try:
+            text = catalog.check_value(name, value)
+        except catalog.Problem as problem:  # for any name: no value that breaks a file is ever kept
+            ctx.error("%s is not valid: %s" % (where, problem))
             continue
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        if "\n" in text or "\x00" in text:
-            ctx.error("nodetune_rocm_env['%s'] contains a newline or NUL byte" % name)
+        wrong = catalog.wrong_name_message(name)
+        if wrong is None and name in catalog.VARIABLES:
+            good[name] = text
             continue
-        if name in INTERFACE_VARIABLES and not _IFACE_LIST.match(text):
-            ctx.error("nodetune_rocm_env['%s']=%s is not valid: expected interface or HCA names (letters, digits, "
-                      "'_', '.', '-', optional ':port'), comma-separated, with an optional '^' (exclude) or '=' "
-                      "(exact) prefix, e.g. 'ib0,ib1' or 'mlx5_0:1,mlx5_1:1'" % (name, describe(value)))
-            continue
-        if name in WRONG_NAMES:
-            real = WRONG_NAMES[name]
-            if real:
-                message = "nodetune_rocm_env: %s is read by nothing (RCCL reads NCCL_* names); use %s" % (name, real)
-            else:
-                message = "nodetune_rocm_env: %s has no effect: no ROCm, RCCL or PyTorch component reads it%s" % (
-                    name, ("; " + NO_EFFECT_WHY[name]) if name in NO_EFFECT_WHY else "")
-            if policy == "warn":
-                ctx.warn(message + " (kept because nodetune_rocm_env_policy is 'warn')")
-            else:
-                ctx.error(message)
-                continue
-        good[name] = text
+        message = "nodetune_rocm_env: " + (wrong or catalog.unknown_name_message(name))
+        hint = catalog.value_hint(name, text)
+        if hint:
+            message += "; " + hint
+        if policy == "warn":
+            ctx.warn(message + " (kept because nodetune_rocm_env_policy is 'warn')")
+            good[name] = text
+        else:
+            ctx.error(message)
     return good
 
 
@@ -106,40 +105,148 @@ def file_path(ctx: Context, config: Dict[str, Any], name: str, default: str) -> 
     """A file the area writes: an absolute, normalised path (it is written inside nodetune_root)."""
     value = want_str(ctx, config, name)
     if value is None:
-        return default
+        return "/" + default
     parts = value.split("/")
     if not value.startswith("/") or ".." in parts or "." in parts or "" in parts[1:] or "\x00" in value:
         ctx.error("%s=%s is not valid: expected an absolute, normalised file path such as '/%s' (no '..', '.' "
                   "or '//'; nodetune writes it inside nodetune_root)" % (name, describe(value), default))
-        return default
+        return "/" + default
     return value
+
+
+def layout_names(ctx: Context, config: Dict[str, Any]) -> List[str]:
+    names = want_list(ctx, config, "nodetune_rocm_layout_env") if "nodetune_rocm_layout_env" in config \
+        else list(LAYOUT_NAMES)
+    bad = [n for n in names if n not in LAYOUT_NAMES]
+    if bad:
+        ctx.error("nodetune_rocm_layout_env=%s is not valid: the Layout offers %s only"
+                  % (describe(names), ", ".join(LAYOUT_NAMES)))
+        return []
+    return [str(n) for n in names]
+
+
+def node_values(ctx: Context, names: List[str], user: Dict[str, str]) -> Dict[str, str]:
+    """The Layout's node-wide NIC lists for the names asked, unless the user set them."""
+    nccl = ctx.layout.get("nccl_env") or {}
+    values = {}
+    for name in names:
+        if name in user or name not in nccl:
+            continue
+        try:
+            values[name] = catalog.check_value(name, nccl[name])
+        except catalog.Problem as problem:  # an interface name the kernel allows but RCCL's syntax does not
+            ctx.warn("rocm_env: the Layout's %s=%r is left out: %s" % (name, nccl[name], problem))
+    return values
+
+
+def profile_values(ctx: Context, config: Dict[str, Any]) -> Tuple[str, Dict[str, str]]:
+    name = want_str(ctx, config, "nodetune_rocm_profile", sorted(catalog.PROFILES)) or "none"
+    return name, dict(catalog.PROFILES[name].env)
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+def render(env: Dict[str, str], origin: str) -> Tuple[str, str, str]:
+    """(profile script, rccl.conf, environment file) for the final variables."""
+    head = HEADER + "# " + origin + "\n"
+    names = sorted(env)
+    script = head + "".join("export %s=%s\n" % (k, shell_quote(env[k])) for k in names)
+    rccl = head + "".join("%s=%s\n" % (k, env[k]) for k in names
+                          if k.startswith(("NCCL_", "RCCL_")))
+    plain = head + "".join("%s=%s\n" % (k, env_file_quote(env[k])) for k in names)
+    return script, rccl, plain
+
+
+def origin_line(profile: str, node: Dict[str, str], user: Dict[str, str]) -> str:
+    parts = ["scenario profile %s" % profile]
+    if node:
+        parts.append("from this node's Layout: %s" % ", ".join(sorted(node)))
+    if user:
+        parts.append("nodetune_rocm_env: %s" % ", ".join(sorted(user)))
+    return "; ".join(parts)
+
+
+def rank_entries(ctx: Context, names: List[str], user: Dict[str, str]) -> List[Dict[str, Any]]:
+    """The rank table from the Layout: CPUs, NUMA node and environment of each local rank.
+
+    A variable the user set node-wide in nodetune_rocm_env is left out of the ranks (theirs applies), except
+    GOMP_CPU_AFFINITY, which is per rank by nature."""
+    entries = []
+    for rank in ctx.layout.get("ranks") or []:
+        env = {}
+        for key, value in (rank.get("env") or {}).items():
+            wanted = key in RANK_CPU_NAMES or key in names
+            if wanted and (key == "GOMP_CPU_AFFINITY" or key not in user):
+                env[key] = str(value)
+        for key, value in RANK_EXTRA_ENV.items():
+            if key not in user:
+                env[key] = value
+        entries.append({"rank": rank["rank"], "gpu": rank.get("gpu"), "partition": rank.get("partition"),
+                        "numa_node": rank.get("numa_node"), "cpus": sorted(rank["cpus"]),
+                        "cpulist": format_cpulist(rank["cpus"]), "numactl": rank.get("numactl"), "env": env})
+    return entries
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
     unknown_keys(ctx, config, VARIABLES, AREA)
+    errors_before = len(ctx.errors)
     policy = want_str(ctx, config, "nodetune_rocm_env_policy", ("error", "warn")) or "error"
-    env = config.get("nodetune_rocm_env") or {}
+    profile, profile_env = profile_values(ctx, config)
+    names = layout_names(ctx, config)
+    bind = want_bool(ctx, config, "nodetune_rocm_bind", True)
+    paths = dict((name, file_path(ctx, config, name, default)) for name, default in PATH_VARIABLES)
+    env = config.get("nodetune_rocm_env")
+    if env is None:
+        env = {}
     if not isinstance(env, dict):
         ctx.error("nodetune_rocm_env=%s is not valid: expected a mapping of variable name to value" % describe(env))
         return []
-    good = check_names(ctx, env, policy)
-    if not good:
-        return []
-    header = "# Managed by nodetune (rocm_env area). Local changes are reported as drift and overwritten.\n"
-    errors_before = len(ctx.errors)
-    profile, rccl_conf, env_file = [file_path(ctx, config, name, default) for name, default in PATH_VARIABLES]
+    user = check_names(ctx, env, policy)
+    node = node_values(ctx, names, user) if (profile_env or env) else {}
+    final = dict(profile_env)
+    final.update(node)
+    final.update(user)
+    errors, warnings = catalog.combination_problems(final)
+    for message in errors:
+        ctx.error("nodetune_rocm_env (with profile %s): %s" % (profile, message))
+    for message in warnings:
+        ctx.warn("rocm_env: " + message)
+    topo = final.get("NCCL_TOPO_FILE")
+    if topo and not ctx.root.exists(topo.lstrip("/")):
+        ctx.warn("rocm_env: NCCL_TOPO_FILE=%s does not exist on this node (yet); RCCL detects the topology itself "
+                 "when it cannot read the file" % topo)
     if len(ctx.errors) > errors_before:
         return []
-    script = header + "".join("export %s=%s\n" % (k, shell_quote(v)) for k, v in sorted(good.items()))
-    # /etc/rccl.conf: RCCL reads KEY=VALUE lines and never overrides the environment; NCCL_/RCCL_ names only.
-    rccl = header + "".join("%s=%s\n" % (k, v) for k, v in sorted(good.items())
-                            if k.startswith(("NCCL_", "RCCL_")) and " " not in v)
-    plain = header + "".join("%s=%s\n" % (k, shell_quote(v)) for k, v in sorted(good.items()))
+    settings = []
+    if final:
+        script, rccl, plain = render(final, origin_line(profile, node, user))
+        settings += [
+            Setting("rocm.env", "profile", paths["nodetune_rocm_profile_file"], script, kind=FILE,
+                    compare="content", area=AREA, runtime=False,
+                    reason="login shells get the tuned RCCL/HSA environment"),
+            Setting("rocm.env", "rccl.conf", paths["nodetune_rocm_rccl_conf_file"], rccl, kind=FILE,
+                    compare="content", area=AREA, runtime=False,
+                    reason="RCCL reads /etc/rccl.conf for processes started without the profile"),
+            Setting("rocm.env", "env_file", paths["nodetune_rocm_env_file"], plain, kind=FILE, compare="content",
+                    area=AREA, runtime=False, reason="EnvironmentFile= for systemd units; sourced by Slurm jobs"),
+        ]
+    settings += bind_settings(ctx, bind, names, user, paths)
+    return settings
+
+
+def bind_settings(ctx: Context, bind: bool, names: List[str], user: Dict[str, str],
+                  paths: Dict[str, str]) -> List[Setting]:
+    if not bind:
+        return []
+    entries = rank_entries(ctx, names, user)
+    if not entries:
+        ctx.notes.append("rocm_env: the Layout has no GPU ranks, so no rank table and no nodetune-bind launcher")
+        return []
+    table = paths["nodetune_rocm_ranks_file"]
     return [
-        Setting("rocm.env", "profile", profile, script, kind=FILE, compare="content", area=AREA, runtime=False,
-                reason="login shells get the tuned RCCL/HSA environment"),
-        Setting("rocm.env", "rccl.conf", rccl_conf, rccl, kind=FILE, compare="content", area=AREA, runtime=False,
-                reason="RCCL reads /etc/rccl.conf for processes started without the profile"),
-        Setting("rocm.env", "env_file", env_file, plain, kind=FILE, compare="content", area=AREA, runtime=False,
-                reason="EnvironmentFile= for systemd units and Slurm prolog/TaskProlog"),
+        Setting("rocm.ranks", "table", table, rank_bind.table_text(entries), kind=FILE, compare="content",
+                area=AREA, runtime=False,
+                reason="nodetune-bind reads each local rank's CPUs, memory node and environment here"),
+        Setting("rocm.bind", "launcher", paths["nodetune_rocm_bind_file"], rank_bind.script_text(table), kind=FILE,
+                compare="content", area=AREA, runtime=False, mode=0o755,
+                reason="runs each local rank on its GPU's CPUs and memory node: nodetune-bind -- python train.py"),
     ]

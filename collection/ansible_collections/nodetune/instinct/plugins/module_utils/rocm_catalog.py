@@ -1,0 +1,467 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The environment variables that RCCL, ROCr (HSA_*), HIP and PyTorch really read, as data with validators.
+
+Why a catalogue: the articles users copy from set names nothing reads (``RCCL_ALGO``, ``NCCL_TIMEOUT``,
+``HSA_AMD_ENABLE_ASYNC_IO``...) and values the libraries misread without a word (RCCL parses numbers with
+``strtoll``, so ``NCCL_BUFFSIZE=4M`` is 4 bytes and ``RCCL_LL128_FORCE_ENABLE=true`` is 0; it compares
+``NCCL_NET_GDR_LEVEL`` case-sensitively and ignores what it does not know). Each entry says which component
+reads the variable, what values it accepts and why, so a wrong value is refused with the right one, and
+docs/rocm.md is written from the same facts. ``WRONG_NAMES`` maps each name from the articles to the real name,
+or to ``None`` with the reason it has no effect.
+
+Pure data and pure functions: no I/O, so the tune module, the verify module and the tests share it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Dict, List, Optional, Tuple
+
+# ------------------------------------------------------------------------------------------------ value rules
+ALGORITHMS = ("Ring", "Tree", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree")
+PROTOCOLS = ("LL", "LL128", "Simple")
+GDR_LEVELS = ("LOC", "XGMI", "PIX", "PXB", "PHB", "SYS")
+# NCCL's "old numbering" of path levels (paths.cc levelsOldToNew): what a numeric NCCL_NET_GDR_LEVEL means
+GDR_OLD_NUMBERS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
+DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE")
+DEBUG_SUBSYSTEMS = ("INIT", "COLL", "P2P", "SHM", "NET", "GRAPH", "TUNING", "ENV", "ALLOC", "CALL", "PROXY",
+                    "NVLS", "BOOTSTRAP", "REG", "PROFILE", "RAS", "ALL")
+MAX_SOCKET_THREADS = 16
+MAX_SOCKETS = 64  # NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD
+
+_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
+_IFACE_LIST = re.compile(r"^\^?=?[A-Za-z0-9_.\-]+(:[0-9]+)?(,[A-Za-z0-9_.\-]+(:[0-9]+)?)*$")
+_PATH = re.compile(r"^/[A-Za-z0-9_.%+@:,/\-]*$")
+_PLUGIN = re.compile(r"^[A-Za-z0-9_.+\-]+$")
+_WORD_LIST = re.compile(r"^\^?[A-Za-z0-9_]+(,[A-Za-z0-9_]+)*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class Problem(ValueError):
+    """A value a variable's reader would misread or reject; the message says what is valid."""
+
+
+class Variable(object):
+    """One variable a component really reads.
+
+    ``check(text)`` returns the text to write (normalised where the form is fixed, e.g. a YAML ``true`` for a 0/1
+    flag becomes ``1``) or raises :class:`Problem`; ``values`` and ``meaning`` document it (docs/rocm.md);
+    ``conf_file``: RCCL also reads it from /etc/rccl.conf (NCCL_* and RCCL_* names; others must be in the
+    environment before the process starts).
+    """
+
+    __slots__ = ("name", "component", "check", "values", "meaning", "flag")
+
+    def __init__(self, name: str, component: str, check: Callable[[str], str], values: str, meaning: str,
+                 flag: bool = False) -> None:
+        self.name = name
+        self.component = component
+        self.check = check
+        self.values = values
+        self.meaning = meaning
+        self.flag = flag
+
+    @property
+    def conf_file(self) -> bool:
+        return self.name.startswith(("NCCL_", "RCCL_"))
+
+
+# ------------------------------------------------------------------------------------------------ validators
+def flag(component: str) -> Callable[[str], str]:
+    def check(text: str) -> str:
+        if text in ("0", "1"):
+            return text
+        why = ""
+        if component in ("RCCL", "ROCr", "HIP") and not _INT.match(text):
+            why = " (%s parses it as an integer: %r would be read as 0)" % (component, text)
+        raise Problem("expected 0 or 1%s" % why)
+    return check
+
+
+def integer(low: Optional[int] = None, high: Optional[int] = None, unit: str = "") -> Callable[[str], str]:
+    def check(text: str) -> str:
+        if not _INT.match(text):
+            lead = re.match(r"^-?[0-9]+", text)
+            if lead and re.match(r"^-?0[0-9xX]", text):
+                raise Problem("expected a decimal integer without leading zeros (RCCL reads numbers with strtoll "
+                              "base 0: a leading 0 means octal, 0x hexadecimal)")
+            if lead:
+                raise Problem("expected a plain decimal integer%s: RCCL reads it with strtoll and stops at the "
+                              "first non-digit, so %r would be read as %s%s"
+                              % (" of " + unit if unit else "", text, lead.group(0), _unit_hint(unit, text)))
+            raise Problem("expected a decimal integer%s" % (" of " + unit if unit else ""))
+        number = int(text)
+        if (low is not None and number < low) or (high is not None and number > high):
+            raise Problem("out of range: valid values are %s to %s" % (
+                low if low is not None else "-inf", high if high is not None else "inf"))
+        return text
+    return check
+
+
+def _unit_hint(unit: str, text: str) -> str:
+    match = re.match(r"^([0-9]+)\s*([KMG])i?B?$", text.strip(), re.IGNORECASE)
+    if unit != "bytes" or not match:
+        return ""
+    factor = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[match.group(2).upper()]
+    return "; write %d for %s %siB" % (int(match.group(1)) * factor, match.group(1), match.group(2).upper())
+
+
+def choice(options: Tuple[str, ...], case_sensitive: bool, hints: Optional[Dict[str, str]] = None
+           ) -> Callable[[str], str]:
+    def check(text: str) -> str:
+        if text in options or (not case_sensitive and text.upper() in (o.upper() for o in options)):
+            return text
+        if hints and text in hints:
+            raise Problem(hints[text])
+        same = [o for o in options if o.upper() == text.upper()]
+        if same:
+            raise Problem("write %r: the value is compared case-sensitively and %r would be ignored without a "
+                          "word" % (same[0], text))
+        raise Problem("choose one of %s%s" % ("|".join(options), "" if case_sensitive else " (any case)"))
+    return check
+
+
+def nccl_list(options: Tuple[str, ...], what: str, hints: Dict[str, str]) -> Callable[[str], str]:
+    """NCCL_ALGO/NCCL_PROTO: a comma list, case-insensitive; a leading '^' excludes the listed ones instead."""
+    upper = dict((o.upper(), o) for o in options)
+
+    def check(text: str) -> str:
+        body = text[1:] if text.startswith("^") else text
+        items = body.split(",")
+        bad = []
+        for item in items:
+            if item.strip().upper() not in upper:
+                bad.append(item)
+        if bad:
+            hint = "; ".join(hints[b.strip().upper()] for b in bad if b.strip().upper() in hints)
+            raise Problem("%s %s not %s RCCL knows: use a comma list of %s (any case), or '^' first to exclude "
+                          "the listed ones%s" % (", ".join(repr(b) for b in bad), "is" if len(bad) == 1 else "are",
+                                                 ("an " if what[0] in "aeiou" else "a ") + what if len(bad) == 1 else what + "s", ", ".join(options),
+                                                 "; " + hint if hint else ""))
+        if text.startswith("^") and set(i.strip().upper() for i in items) >= set(upper):
+            raise Problem("'^' excludes every %s, which leaves RCCL none to use" % what)
+        return text
+    return check
+
+
+def interfaces(text: str) -> str:
+    if not _IFACE_LIST.match(text):
+        raise Problem("expected interface or HCA names (letters, digits, '_', '.', '-', optional ':port'), "
+                      "comma-separated, with an optional '^' (exclude) or '=' (exact) prefix, e.g. 'ib0,ib1' or "
+                      "'=mlx5_0:1,mlx5_1:1'")
+    return text
+
+
+def path(text: str) -> str:
+    if not _PATH.match(text) or "/../" in text + "/" or "/./" in text + "/":
+        raise Problem("expected an absolute, normalised file path (letters, digits and _ . % + @ : , - /)")
+    return text
+
+
+def plugin(text: str) -> str:
+    if not _PLUGIN.match(text):
+        raise Problem("expected a plugin name or library file name (letters, digits and _ . + -)")
+    return text
+
+
+def subsystems(text: str) -> str:
+    if not _WORD_LIST.match(text):
+        raise Problem("expected a comma list of subsystems (%s), optionally '^' first to exclude them"
+                      % ",".join(DEBUG_SUBSYSTEMS))
+    return text
+
+
+def gdr_level(text: str) -> str:
+    if text in GDR_LEVELS:
+        return text
+    if _INT.match(text) and int(text) >= 0:
+        old = GDR_OLD_NUMBERS[min(int(text), len(GDR_OLD_NUMBERS) - 1)]
+        raise Problem("numeric levels are NCCL's deprecated old numbering (%s means %s there, and the numbering "
+                      "changed between releases); write %s" % (text, old, old))
+    if text == "NVL":
+        raise Problem("NVL is NVIDIA's NVLink level; on RCCL the GPU-link level is XGMI")
+    return choice(GDR_LEVELS, case_sensitive=True)(text)
+
+
+ALGO_HINTS = {
+    "AUTO": "to let RCCL choose, leave NCCL_ALGO unset (there is no 'auto' value)",
+    "SHM": "SHM is a transport, not an algorithm (it is on unless NCCL_SHM_DISABLE=1)",
+}
+PROTO_HINTS = {"AUTO": "to let RCCL choose, leave NCCL_PROTO unset (there is no 'auto' value)"}
+
+# ------------------------------------------------------------------------------------------------ the catalogue
+_CATALOGUE = [
+    # RCCL (NCCL_PARAM names; RCCL reads them from the environment, then ~/.rccl.conf and /etc/rccl.conf)
+    Variable("NCCL_ALGO", "RCCL", nccl_list(ALGORITHMS, "algorithm", ALGO_HINTS),
+             "comma list of %s (any case); '^' first excludes them" % ", ".join(ALGORITHMS),
+             "algorithms RCCL may use; unset = RCCL chooses per collective and size"),
+    Variable("NCCL_PROTO", "RCCL", nccl_list(PROTOCOLS, "protocol", PROTO_HINTS),
+             "comma list of %s (any case); '^' first excludes them" % ", ".join(PROTOCOLS),
+             "protocols RCCL may use; LL128 is used only on topologies RCCL knows unless "
+             "RCCL_LL128_FORCE_ENABLE=1"),
+    Variable("NCCL_BUFFSIZE", "RCCL", integer(1, None, "bytes"), "bytes, a plain decimal integer (4194304 = 4 MiB)",
+             "buffer per channel and peer; default 4194304 (4 MiB)"),
+    Variable("NCCL_SOCKET_IFNAME", "RCCL", interfaces, "interface name prefixes, comma list; '^' excludes, '=' "
+             "matches exactly", "IP interfaces for bootstrap and the socket transport (the interface needs an "
+             "IP address)"),
+    Variable("NCCL_IB_HCA", "RCCL", interfaces, "HCA name prefixes with optional ':port', comma list; '^' "
+             "excludes, '=' matches exactly", "which InfiniBand/RoCE HCAs (and ports) RCCL uses"),
+    Variable("NCCL_IB_GID_INDEX", "RCCL", integer(-1, 255), "-1 to 255", "GID index for RoCE (-1 = auto where "
+             "supported)"),
+    Variable("NCCL_IB_TIMEOUT", "RCCL", integer(1, 31), "1 to 31", "IB verbs timeout, 4.096 us x 2^value; raise "
+             "it on very large fabrics"),
+    Variable("NCCL_IB_RETRY_CNT", "RCCL", integer(0, 7), "0 to 7", "IB verbs retry count (default 7)"),
+    Variable("NCCL_IB_SL", "RCCL", integer(0, 15), "0 to 15", "InfiniBand service level"),
+    Variable("NCCL_IB_TC", "RCCL", integer(0, 255), "0 to 255", "InfiniBand/RoCE traffic class"),
+    Variable("NCCL_IB_DISABLE", "RCCL", flag("RCCL"), "0 or 1", "1 = do not use InfiniBand/RoCE (sockets only)",
+             flag=True),
+    Variable("NCCL_NET_GDR_LEVEL", "RCCL", gdr_level, "|".join(GDR_LEVELS) + " (case-sensitive)",
+             "the farthest NIC-to-GPU path at which GPU Direct RDMA is used"),
+    Variable("NCCL_NET_PLUGIN", "RCCL", plugin, "plugin name or library file name",
+             "which network plugin library RCCL loads"),
+    Variable("NCCL_TOPO_FILE", "RCCL", path, "absolute path of an XML topology file",
+             "topology RCCL loads instead of (or before) detecting it"),
+    Variable("NCCL_TOPO_DUMP_FILE", "RCCL", path, "absolute path", "where RCCL writes the topology it detected"),
+    Variable("NCCL_DEBUG", "RCCL", choice(DEBUG_LEVELS, case_sensitive=False), "|".join(DEBUG_LEVELS),
+             "log level; WARN for production"),
+    Variable("NCCL_DEBUG_SUBSYS", "RCCL", subsystems, "comma list of %s; '^' excludes" % ",".join(DEBUG_SUBSYSTEMS),
+             "which subsystems log at INFO/TRACE"),
+    Variable("NCCL_DEBUG_FILE", "RCCL", path, "absolute path; %h = host name, %p = process id",
+             "write the log there instead of stdout"),
+    Variable("NCCL_SOCKET_NTHREADS", "RCCL", integer(1, MAX_SOCKET_THREADS), "1 to %d" % MAX_SOCKET_THREADS,
+             "helper threads per socket connection; threads x NCCL_NSOCKS_PERTHREAD <= %d" % MAX_SOCKETS),
+    Variable("NCCL_NSOCKS_PERTHREAD", "RCCL", integer(1, MAX_SOCKETS), "1 to %d" % MAX_SOCKETS,
+             "sockets per helper thread; NCCL_SOCKET_NTHREADS x sockets <= %d" % MAX_SOCKETS),
+    Variable("NCCL_MIN_NCHANNELS", "RCCL", integer(1), "positive integer", "minimum number of channels (AMD's "
+             "MI300X guide: 112)"),
+    Variable("NCCL_MAX_NCHANNELS", "RCCL", integer(1), "positive integer", "maximum number of channels"),
+    Variable("NCCL_CROSS_NIC", "RCCL", choice(("0", "1", "2"), case_sensitive=True), "0, 1 or 2",
+             "0 = each ring/tree stays on one NIC, 1 = may cross NICs, 2 = default (try both)"),
+    Variable("NCCL_IGNORE_CPU_AFFINITY", "RCCL", flag("RCCL"), "0 or 1",
+             "1 = ignore the process's CPU affinity and use the GPU's NUMA node only", flag=True),
+    Variable("NCCL_P2P_DISABLE", "RCCL", flag("RCCL"), "0 or 1", "1 = no direct GPU-to-GPU (xGMI/PCIe P2P) "
+             "transport", flag=True),
+    Variable("NCCL_SHM_DISABLE", "RCCL", flag("RCCL"), "0 or 1", "1 = no shared-memory transport", flag=True),
+    Variable("RCCL_LL128_FORCE_ENABLE", "RCCL", flag("RCCL"), "0 or 1", "1 = use LL128 also on topologies that "
+             "are not on RCCL's list (measure first)", flag=True),
+    Variable("RCCL_MSCCL_ENABLE", "RCCL", flag("RCCL"), "0 or 1", "MSCCL algorithms on/off (removed in the "
+             "newest RCCL)", flag=True),
+    # ROCr (HSA runtime) and HIP: read when the runtime starts, so only from the environment
+    Variable("HSA_FORCE_FINE_GRAIN_PCIE", "ROCr", flag("ROCr"), "0 or 1", "1 = fine-grained host memory over "
+             "PCIe (needed by some RCCL/PCIe setups)", flag=True),
+    Variable("HSA_OVERRIDE_CPU_AFFINITY_DEBUG", "ROCr", flag("ROCr"), "0 or 1", "0 = ROCr's helper threads keep "
+             "the process's CPU affinity (what nodetune-bind sets); default 1 = they run on every CPU", flag=True),
+    Variable("HSA_ENABLE_SDMA", "ROCr", flag("ROCr"), "0 or 1", "0 = copies by shader kernels instead of the "
+             "SDMA engines", flag=True),
+    Variable("HSA_NO_SCRATCH_RECLAIM", "ROCr", flag("ROCr"), "0 or 1", "1 = keep scratch memory allocated "
+             "between kernels", flag=True),
+    Variable("HIP_FORCE_DEV_KERNARG", "HIP", flag("HIP"), "0 or 1", "1 = kernel arguments in device memory "
+             "(AMD's MI300X guide)", flag=True),
+    # OpenMP (node-wide default only: nodetune-bind sets each rank's own value)
+    Variable("OMP_NUM_THREADS", "OpenMP", integer(1), "positive integer", "OpenMP threads per process; "
+             "nodetune-bind sets each rank's own value from the Layout"),
+    # PyTorch (ProcessGroupNCCL reads them when a process group is created)
+    Variable("TORCH_NCCL_ASYNC_ERROR_HANDLING", "PyTorch", choice(("0", "1", "2", "3"), case_sensitive=True),
+             "0 to 3", "what a failed or timed-out collective does: 1 = tear down the process (default), "
+             "3 = tear down without cleanup"),
+    Variable("TORCH_NCCL_BLOCKING_WAIT", "PyTorch", flag("PyTorch"), "0 or 1", "1 = wait() blocks and raises "
+             "on timeout", flag=True),
+    Variable("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "PyTorch", integer(1, None, "seconds"), "seconds",
+             "watchdog heartbeat timeout"),
+    Variable("TORCH_NCCL_DUMP_ON_TIMEOUT", "PyTorch", flag("PyTorch"), "0 or 1", "1 = dump the flight recorder "
+             "on a timeout", flag=True),
+    Variable("TORCH_NCCL_TRACE_BUFFER_SIZE", "PyTorch", integer(0), "entries, 0 = off",
+             "flight recorder size (needed by TORCH_NCCL_DUMP_ON_TIMEOUT)"),
+]
+VARIABLES = dict((v.name, v) for v in _CATALOGUE)
+
+# ------------------------------------------------------------------------------------------------ wrong names
+TIMEOUT_IN_CODE = ("the collective timeout is set in code: init_process_group(timeout=timedelta(...)); "
+                   "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC and TORCH_NCCL_ASYNC_ERROR_HANDLING are the related variables")
+# name from the articles -> the real name, or None ("has no effect")
+WRONG_NAMES = {
+    "RCCL_PROTO": "NCCL_PROTO",
+    "RCCL_ALGO": "NCCL_ALGO",
+    "RCCL_TOPO_FILE": "NCCL_TOPO_FILE",
+    "RCCL_NET_PLUGIN": "NCCL_NET_PLUGIN",
+    "RCCL_SOCKET_IFNAME": "NCCL_SOCKET_IFNAME",
+    "RCCL_BUFFSIZE": "NCCL_BUFFSIZE",
+    "RCCL_NSOCKS_PERTHREAD": "NCCL_NSOCKS_PERTHREAD",
+    "RCCL_TOPO_DUMP_FILE": "NCCL_TOPO_DUMP_FILE",
+    "RCCL_NET_GDR_LEVEL": "NCCL_NET_GDR_LEVEL",
+    "RCCL_DEBUG": "NCCL_DEBUG",
+    "RCCL_DEBUG_SUBSYS": "NCCL_DEBUG_SUBSYS",
+    "RCCL_TIMEOUT": None,
+    "NCCL_TIMEOUT": None,
+    "HSA_AMD_ENABLE_ASYNC_IO": None,
+    "HSA_AMD_ENABLE_UM_PRE_REGISTER": None,
+    "HSA_AMD_SEVM_PRE_ALLOC": None,
+    "AMD_ZSTD_ACCELERATION": None,
+    "AMD_LZ4_ACCELERATION": None,
+    "ZSTD_NBTHREADS": None,
+    "HCCL_OVER_OFI": None,
+}
+NO_EFFECT_WHY = {
+    "RCCL_TIMEOUT": TIMEOUT_IN_CODE,
+    "NCCL_TIMEOUT": TIMEOUT_IN_CODE,
+    "HSA_AMD_ENABLE_ASYNC_IO": "ROCr has no such switch; checkpoint I/O is the training framework's job",
+    "HSA_AMD_ENABLE_UM_PRE_REGISTER": "ROCr has no such switch",
+    "HSA_AMD_SEVM_PRE_ALLOC": "ROCr has no such switch",
+    "AMD_ZSTD_ACCELERATION": "no AMD library reads it; compression runs wherever your code runs it",
+    "AMD_LZ4_ACCELERATION": "no AMD library reads it; compression runs wherever your code runs it",
+    "ZSTD_NBTHREADS": "only the zstd command-line tool reads it, not ROCm, RCCL or PyTorch",
+    "HCCL_OVER_OFI": "it belongs to Habana Gaudi's HCCL, not ROCm",
+}
+# Correct names that must not be set node-wide: each rank needs its own value
+PER_RANK = {
+    "GOMP_CPU_AFFINITY": "it is per rank: nodetune-bind sets each rank's CPUs from the Layout; one node-wide "
+                         "value would put every rank on the same CPUs",
+}
+
+
+def wrong_name_message(name: str) -> Optional[str]:
+    """Why ``name`` does not do what the articles claim (None for names that are fine)."""
+    if name in WRONG_NAMES:
+        real = WRONG_NAMES[name]
+        if real:
+            return "%s is read by nothing (RCCL reads NCCL_* names); use %s" % (name, real)
+        return "%s has no effect: no ROCm, RCCL or PyTorch component reads it%s" % (
+            name, ("; " + NO_EFFECT_WHY[name]) if name in NO_EFFECT_WHY else "")
+    if name in PER_RANK:
+        return "%s should not be set node-wide: %s" % (name, PER_RANK[name])
+    return None
+
+
+def unknown_name_message(name: str) -> str:
+    near = _close_names(name)
+    return ("%s is not in nodetune's catalogue of variables that RCCL, ROCr, HIP and PyTorch read (docs/rocm.md)%s. "
+            "If a component you use really reads it, set nodetune_rocm_env_policy: warn"
+            % (name, " - did you mean %s?" % " or ".join(near) if near else ""))
+
+
+def _close_names(name: str) -> List[str]:
+    import difflib  # only on this error path
+
+    return difflib.get_close_matches(name, sorted(VARIABLES), n=2, cutoff=0.8)
+
+
+# ------------------------------------------------------------------------------------------------ values
+def as_text(value: object, variable: Optional[Variable]) -> str:
+    """The text a YAML value stands for. Booleans: 1/0 for a 0/1 flag; refused for other catalogued variables
+    (``NCCL_ALGO: yes`` is a mistake, not a value)."""
+    if isinstance(value, bool):
+        if variable is None:
+            return "1" if value else "0"
+        if variable.flag:
+            return "1" if value else "0"
+        raise Problem("a YAML boolean is not valid here: expected %s" % variable.values)
+    if isinstance(value, float):
+        if variable is not None:
+            raise Problem("a decimal number is not valid here: expected %s" % variable.values)
+        return repr(value)
+    if isinstance(value, (dict, list, tuple)) or value is None:
+        raise Problem("expected a single value")
+    return str(value)
+
+
+def check_text(text: str) -> None:
+    """What every value must be, whoever reads it: one line of printable text (files hold one per line)."""
+    if _CONTROL.search(text):
+        raise Problem("contains a newline or another control character; values are single lines")
+    if len(text) > 1000:
+        raise Problem("is longer than 1000 characters (RCCL reads at most 1023 from /etc/rccl.conf)")
+
+
+def check_value(name: str, value: object) -> str:
+    """The text to write for ``name``; raises :class:`Problem` naming what is valid.
+
+    Names outside the catalogue only get the checks every value gets (one printable line)."""
+    variable = VARIABLES.get(name)
+    text = as_text(value, variable)
+    check_text(text)
+    return variable.check(text) if variable is not None else text
+
+
+def value_hint(name: str, text: str) -> Optional[str]:
+    """For a wrong name: what is also wrong with its value under the real name (RCCL_BUFFSIZE=4M), else None."""
+    real = WRONG_NAMES.get(name)
+    if not real:
+        return None
+    try:
+        VARIABLES[real].check(text)
+    except Problem as problem:
+        return "%s=%s is not valid either: %s" % (real, text, problem)
+    return None
+
+
+def combination_problems(env: Dict[str, str]) -> Tuple[List[str], List[str]]:
+    """Rules across variables: (errors, warnings). ``env`` holds the final, checked texts."""
+    errors: List[str] = []
+    warnings: List[str] = []
+    threads = _int_or(env.get("NCCL_SOCKET_NTHREADS"), 1)
+    socks = _int_or(env.get("NCCL_NSOCKS_PERTHREAD"), 1)
+    if threads * socks > MAX_SOCKETS:
+        errors.append("NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = %d x %d = %d: RCCL allows at most %d sockets "
+                      "per connection (lower one of them)" % (threads, socks, threads * socks, MAX_SOCKETS))
+    low, high = _int_or(env.get("NCCL_MIN_NCHANNELS"), None), _int_or(env.get("NCCL_MAX_NCHANNELS"), None)
+    if low is not None and high is not None and low > high:
+        errors.append("NCCL_MIN_NCHANNELS=%d is above NCCL_MAX_NCHANNELS=%d" % (low, high))
+    if uses_ll128(env.get("NCCL_PROTO")) and "RCCL_LL128_FORCE_ENABLE" not in env:
+        warnings.append("NCCL_PROTO=%s asks for LL128, which RCCL uses only on topologies on its list; elsewhere it "
+                        "falls back to another protocol without a word unless RCCL_LL128_FORCE_ENABLE=1 is set. "
+                        "nodetune does not set RCCL_LL128_FORCE_ENABLE for you: add it to nodetune_rocm_env "
+                        "(1, or 0 to silence this note) once you have measured it on your topology"
+                        % env["NCCL_PROTO"])
+    if "RCCL_MSCCL_ENABLE" in env:
+        warnings.append("RCCL_MSCCL_ENABLE is read by older RCCL releases only (MSCCL was removed from the newest "
+                        "RCCL); it has no effect there")
+    return errors, warnings
+
+
+def uses_ll128(proto: Optional[str]) -> bool:
+    if not proto:
+        return False
+    body = proto[1:] if proto.startswith("^") else proto
+    listed = "LL128" in set(i.strip().upper() for i in body.split(","))
+    return listed != proto.startswith("^")
+
+
+def _int_or(text: Optional[str], default: Optional[int]) -> Optional[int]:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+# ------------------------------------------------------------------------------------------------ profiles
+# The articles' parameter matrix (seed 1) and seed 3's multi-node stability settings, with the names RCCL reads.
+class Profile(object):
+    __slots__ = ("name", "env", "scenario", "source")
+
+    def __init__(self, name: str, env: Dict[str, str], scenario: str, source: str) -> None:
+        self.name = name
+        self.env = env
+        self.scenario = scenario
+        self.source = source
+
+
+PROFILES = dict((p.name, p) for p in (
+    Profile("none", {}, "nothing set node-wide (RCCL's own choices)", "-"),
+    Profile("single_node_small", {"NCCL_PROTO": "LL", "NCCL_BUFFSIZE": "1048576"},
+            "single node, small model (< 1B parameters); algorithm left to RCCL", "seed 1 matrix"),
+    Profile("single_node_large", {"NCCL_PROTO": "LL128", "NCCL_ALGO": "Tree", "NCCL_BUFFSIZE": "4194304"},
+            "single node, large model (1-10B parameters)", "seed 1 matrix"),
+    Profile("multi_node", {"NCCL_PROTO": "LL128", "NCCL_ALGO": "Ring", "NCCL_BUFFSIZE": "8388608"},
+            "multi node, > 10B parameters", "seed 1 matrix"),
+    Profile("mixed_precision", {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring", "NCCL_BUFFSIZE": "2097152"},
+            "mixed precision FP16/FP8", "seed 1 matrix"),
+    Profile("multi_node_stable", {"NCCL_ALGO": "Ring", "NCCL_BUFFSIZE": "8388608", "NCCL_DEBUG": "WARN"},
+            "multi node, stability first: Ring across nodes, 8 MiB buffers, warnings only", "seed 3"),
+))
+
+
+__all__ = ["VARIABLES", "WRONG_NAMES", "NO_EFFECT_WHY", "PER_RANK", "PROFILES", "Problem", "Variable",
+           "check_value", "value_hint", "combination_problems", "wrong_name_message", "unknown_name_message",
+           "uses_ll128"]

@@ -1,0 +1,29 @@
+"""``nodetune bind [--table FILE] [--rank N] ... -- COMMAND``: run one local rank bound to its GPU's CPUs and memory.
+
+The same code as the ``nodetune-bind`` launcher that the rocm_env area renders onto each node
+(``module_utils/rank_bind.py``): this entry point is for nodes where the ``nodetune`` package is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ansible_collections.nodetune.instinct.plugins.module_utils import rank_bind
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser = sub.add_parser(
+        "bind",
+        help="run a command as one local rank, on its GPU's CPUs and NUMA memory node (the rank table's entry)",
+        description="Run COMMAND as the local rank given by --rank or LOCAL_RANK/SLURM_LOCALID: CPU affinity, "
+                    "numactl --membind (where numactl exists) and the rank's environment from the node's rank table "
+                    "(written by the rocm_env area). The command is executed directly, without a shell.",
+    )
+    rank_bind.add_arguments(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    return rank_bind.run(args)

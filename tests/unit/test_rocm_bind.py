@@ -1,0 +1,308 @@
+"""The rocm_env area on a simulated MI300X node, and the nodetune-bind launcher it renders.
+
+The node is the lab's MI300X spec (2 sockets, NPS1, 8 MI300X each beside a ConnectX-7 on its PCIe switch) with
+fewer cores per socket, no hwloc-only cache files, one NVMe and 8 completion vectors per HCA, so that it builds
+in seconds; the full-size node runs in a slow test. What must hold: the env files, the rank table and the
+launcher are written once (a second apply changes nothing), verify reports exactly the files that drifted, and
+revert restores the tree byte for byte. The launcher runs as a real subprocess: each LOCAL_RANK gets the CPUs of
+its GPU's NUMA node, read independently from the tree's sysfs; on this machine's own CPUs it really binds and execs
+a program that prints its affinity, environment and arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ansible_collections.nodetune.instinct.plugins.module_utils import engine, node, rank_bind, simnode, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist, parse_cpulist
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+
+from tests.unit.test_engine import tree_digest
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULTS = yaml.safe_load((REPO / "roles/rocm_env/defaults/main.yml").read_text())
+CONFIG = dict(DEFAULTS, nodetune_rocm_profile="multi_node_stable", nodetune_rocm_env={"NCCL_MIN_NCHANNELS": 112})
+AREAS = {"rocm_env": CONFIG}
+LAUNCHER = "usr/local/bin/nodetune-bind"
+TABLE = "etc/nodetune/ranks.json"
+FILES = ("etc/rccl.conf", "etc/profile.d/nodetune-rocm.sh", "etc/nodetune/rocm.env", TABLE, LAUNCHER)
+SITE_RCCL_CONF = "NCCL_DEBUG=INFO\n"  # what the node had before nodetune: revert must bring it back
+
+
+def mi300x_spec(cores_per_socket: int | None = 24) -> dict[str, Any]:
+    spec = yaml.safe_load((REPO / "inventories/lab/specs/mi300x.yml").read_text())
+    if cores_per_socket is not None:
+        spec["cpu"].update(caches=False, cores_per_socket=cores_per_socket)
+        spec["nvme"] = spec["nvme"][:1]
+        for nic in spec["nics"]:
+            if nic["model"].startswith("ConnectX"):
+                nic["comp_vectors"] = 8
+    return spec
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("rocm") / "pristine"
+    simnode.build(mi300x_spec(), str(dest))
+    (dest / "etc/rccl.conf").write_text(SITE_RCCL_CONF)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def tuned(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The node after one apply of the rocm_env area (read-only for the tests that use it)."""
+    dest = tmp_path_factory.mktemp("rocm") / "tuned"
+    shutil.copytree(pristine, dest, symlinks=True)
+    state = node.load(str(dest), AREAS)
+    assert engine.apply(state.root, state.settings)["changed"]
+    return dest
+
+
+# ------------------------------------------------------------------------------------------------ the node oracle
+def amd_gpus(root: Root) -> dict[str, int]:
+    """GPU BDF -> its NUMA node, straight from sysfs (vendor 0x1002; display class, or 0x12 for MI300X)."""
+    out = {}
+    for bdf in root.listdir("sys/bus/pci/devices"):
+        base = f"sys/bus/pci/devices/{bdf}"
+        if root.read(base + "/vendor") == "0x1002" and (root.read(base + "/class") or "")[:4] in ("0x03", "0x12"):
+            out[bdf] = int(root.read(base + "/numa_node") or -1)
+    return out
+
+
+def node_cpus(root: Root, numa: int) -> set[int]:
+    return set(parse_cpulist(root.read(f"sys/devices/system/node/node{numa}/cpulist")))
+
+
+def hca_numa(root: Root) -> dict[str, int]:
+    return {hca: int(root.read(f"sys/class/infiniband/{hca}/device/numa_node") or -1)
+            for hca in root.listdir("sys/class/infiniband")}
+
+
+def fake_numactl(folder: Path) -> Path:
+    """A numactl that records its arguments and runs what follows '--' (exec, like the real one)."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / "numactl"
+    tool.write_text(f"#!{sys.executable}\nimport os, sys\n"
+                    f"open({str(folder / 'numactl.args')!r}, 'w').write(' '.join(sys.argv[1:]))\n"
+                    "rest = sys.argv[sys.argv.index('--') + 1:]\nos.execvp(rest[0], rest)\n")
+    tool.chmod(0o755)
+    return bin_dir
+
+
+def launch(launcher: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(launcher), *args], capture_output=True, text=True, timeout=60,
+                          env=env if env is not None else {"PATH": "/nonexistent"}, check=False)
+
+
+# ------------------------------------------------------------------------------------------------ apply/verify/revert
+def drifted(root: Path) -> set[tuple[str, str]]:
+    state = node.load(str(root), AREAS)
+    return {(f.id, f.target) for f in verify.verify_settings(state, AREAS) if f.status == "drift"}
+
+
+def test_apply_once_verify_drift_and_revert_byte_identical(pristine: Path, tmp_path: Path) -> None:
+    root = tmp_path / "node"
+    shutil.copytree(pristine, root, symlinks=True)
+    before = tree_digest(root)
+    state = node.load(str(root), AREAS)
+    first = engine.apply(state.root, state.settings)
+    assert sorted(a["path"].lstrip("/") for a in first["actions"]) == sorted(FILES)
+    assert stat.S_IMODE((root / LAUNCHER).stat().st_mode) == 0o755
+    again = node.load(str(root), AREAS)
+    assert engine.apply(again.root, again.settings)["changed"] is False  # idempotent
+    assert drifted(root) == set()
+
+    # what happens on nodes: a hand edit of /etc/rccl.conf, a stale table copied from another node, a deleted tool
+    with (root / "etc/rccl.conf").open("a") as handle:
+        handle.write("NCCL_ALGO=Tree\n")
+    table = json.loads((root / TABLE).read_text())
+    table["ranks"][0]["cpus"] = [0]
+    (root / TABLE).write_text(json.dumps(table))
+    (root / LAUNCHER).unlink()
+    assert drifted(root) == {("rocm.env", "/etc/rccl.conf"), ("rocm.ranks", "/" + TABLE),
+                             ("rocm.bind", "/" + LAUNCHER)}
+    state = node.load(str(root), AREAS)
+    assert len(engine.apply(state.root, state.settings)["actions"]) == 3
+    assert drifted(root) == set()
+
+    engine.revert(Root(str(root)))
+    assert tree_digest(root) == before
+    assert (root / "etc/rccl.conf").read_text() == SITE_RCCL_CONF
+
+
+def test_the_rendered_files_carry_the_profile_the_layout_and_the_user(tuned: Path) -> None:
+    conf = (tuned / "etc/rccl.conf").read_text()
+    for line in ("NCCL_ALGO=Ring\n", "NCCL_BUFFSIZE=8388608\n", "NCCL_DEBUG=WARN\n", "NCCL_MIN_NCHANNELS=112\n",
+                 "NCCL_IB_HCA==mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7\n"):
+        assert line in conf
+    assert "export NCCL_ALGO='Ring'\n" in (tuned / "etc/profile.d/nodetune-rocm.sh").read_text()
+    assert 'NCCL_ALGO="Ring"\n' in (tuned / "etc/nodetune/rocm.env").read_text()
+
+
+# ------------------------------------------------------------------------------------------------ the launcher
+@pytest.mark.parametrize("rank", range(8))
+def test_each_local_rank_gets_the_cpus_of_its_gpus_numa_node(tuned: Path, tmp_path: Path, rank: int) -> None:
+    root = Root(str(tuned))
+    gpus = amd_gpus(root)
+    assert len(gpus) == 8
+    result = launch(tuned / LAUNCHER, "--table", str(tuned / TABLE), "--dry-run", "--", "python", "train.py",
+                    env={"LOCAL_RANK": str(rank), "PATH": str(fake_numactl(tmp_path))})
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    numa = gpus[plan["gpu"]]
+    cpus = set(plan["cpus"])
+    assert plan["rank"] == rank and plan["rank_from"] == "LOCAL_RANK"
+    assert cpus and cpus <= node_cpus(root, numa), "the rank's CPUs must be on its GPU's NUMA node"
+    assert plan["env"]["GOMP_CPU_AFFINITY"] == format_cpulist(cpus)
+    assert plan["env"]["OMP_NUM_THREADS"] == str(len(cpus))  # one thread per core: primary threads only
+    assert plan["env"]["HSA_OVERRIDE_CPU_AFFINITY_DEBUG"] == "0"  # ROCr's helper threads stay on those CPUs
+    hcas = plan["env"]["NCCL_IB_HCA"].lstrip("=").split(",")
+    assert hcas and all(hca_numa(root)[h] == numa for h in hcas), "the rank's NICs must be on its NUMA node"
+    assert plan["argv"] == [str(tmp_path / "bin/numactl"), f"--membind={numa}", "--", "python", "train.py"]
+
+
+def test_ranks_are_disjoint_and_cover_every_gpu_once(tuned: Path) -> None:
+    plans = []
+    for rank in range(8):
+        result = launch(tuned / LAUNCHER, "--table", str(tuned / TABLE), "--dry-run", "--", "true",
+                        env={"SLURM_LOCALID": str(rank)})
+        assert result.returncode == 0, result.stderr
+        plans.append(json.loads(result.stdout))
+    assert {p["rank_from"] for p in plans} == {"SLURM_LOCALID"}
+    assert sorted(p["gpu"] for p in plans) == sorted(amd_gpus(Root(str(tuned))))
+    seen: set[int] = set()
+    for plan in plans:
+        assert not seen & set(plan["cpus"])
+        seen |= set(plan["cpus"])
+    assert all(p["membind"] is None for p in plans)  # no numactl on that PATH
+
+
+def test_the_launcher_really_binds_and_execs_without_a_shell(tmp_path: Path) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    table = tmp_path / "ranks.json"
+    ranks = [{"rank": i, "gpu": f"0000:0{i}:00.0", "numa_node": 0, "cpus": [cpu],
+              "env": {"GOMP_CPU_AFFINITY": str(cpu), "OMP_NUM_THREADS": "1", "NCCL_IB_HCA": f"=mlx5_{i}"}}
+             for i, cpu in enumerate(allowed[:2])]
+    table.write_text(rank_bind.table_text(ranks))
+    launcher = tmp_path / "nodetune-bind"
+    launcher.write_text(rank_bind.script_text(str(table)))
+    probe = ("import json, os, sys; print(json.dumps({'cpus': sorted(os.sched_getaffinity(0)), 'args': sys.argv[1:],"
+             " 'env': {k: os.environ.get(k) for k in ('GOMP_CPU_AFFINITY', 'OMP_NUM_THREADS', 'NCCL_IB_HCA', 'KEEP')}"
+             "}))")
+    hostile = ["$(touch PWNED)", "`touch PWNED2`", "a b; touch PWNED3", "'\""]
+    bin_dir = fake_numactl(tmp_path)
+    for entry in ranks:
+        env = {"LOCAL_RANK": str(entry["rank"]), "PATH": str(bin_dir), "KEEP": "mine", "NCCL_IB_HCA": "=mlx5_9"}
+        result = subprocess.run([sys.executable, str(launcher), "--", sys.executable, "-c", probe, *hostile],
+                                cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60, check=False)
+        assert result.returncode == 0, result.stderr
+        seen = json.loads(result.stdout)
+        assert seen["cpus"] == entry["cpus"]
+        assert seen["args"] == hostile
+        assert seen["env"] == {**entry["env"], "KEEP": "mine"}  # the rank's values win, the rest passes through
+        assert (tmp_path / "numactl.args").read_text().startswith("--membind=0 -- ")
+    assert not list(tmp_path.glob("PWNED*"))
+
+    # without numactl: a warning, and the command still runs bound to its CPUs
+    env = {"LOCAL_RANK": "0", "PATH": "/nonexistent", "NCCL_IB_HCA": "=mlx5_9"}
+    result = subprocess.run([sys.executable, str(launcher), "--keep-env", "NCCL_IB_HCA", "--", sys.executable, "-c",
+                             probe], capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "numactl not found: memory is not bound to NUMA node 0" in result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["cpus"] == ranks[0]["cpus"] and seen["env"]["NCCL_IB_HCA"] == "=mlx5_9"  # --keep-env
+
+
+def test_cpus_this_process_may_not_use_give_a_clear_error(tuned: Path) -> None:
+    last = max(json.loads((tuned / TABLE).read_text())["ranks"], key=lambda e: e["rank"])
+    if set(last["cpus"]) & os.sched_getaffinity(0):
+        pytest.skip("this machine may run on the simulated rank's CPUs")
+    result = launch(tuned / LAUNCHER, "--table", str(tuned / TABLE), "--", "true", env={"LOCAL_RANK": "7"})
+    assert result.returncode == 1
+    assert f"cannot bind to CPUs {last['cpulist']}" in result.stderr and "--cpu-bind=none" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("env", "args", "status", "message"), [
+    ({"LOCAL_RANK": "8"}, [], 1, "LOCAL_RANK=8, but this node's rank table {table} has 8 ranks (0-7)"),
+    ({"LOCAL_RANK": "x"}, [], 1, "LOCAL_RANK='x' is not a local rank"),
+    ({}, [], 2, "no local rank: none of LOCAL_RANK, SLURM_LOCALID"),
+    ({"LOCAL_RANK": "0"}, ["--table", "/nonexistent/ranks.json"], 1, "no rank table at /nonexistent/ranks.json"),
+    ({"LOCAL_RANK": "0", "PATH": "/nonexistent"}, ["--", "no-such-program"], 127,
+     "command not found: 'no-such-program'"),
+    ({"LOCAL_RANK": "0"}, ["--"], 2, "nothing to run"),
+])
+def test_launcher_errors_are_one_clear_line(tuned: Path, env: dict, args: list[str], status: int,
+                                            message: str) -> None:
+    table = str(tuned / TABLE)
+    argv = args if "--table" in args else ["--table", table, *args]
+    if not any(a == "--" for a in argv):
+        argv += ["--", "true"]
+    result = launch(tuned / LAUNCHER, *argv, env=env)
+    assert result.returncode == status
+    assert message.format(table=table) in result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_a_malformed_table_is_refused(tmp_path: Path, tuned: Path) -> None:
+    for text, message in (("{", "is not valid JSON"), ('{"version": 2, "ranks": []}', "has version 2"),
+                          ('{"version": 1, "ranks": [{"rank": 0}]}', "is malformed")):
+        (tmp_path / "t.json").write_text(text)
+        result = launch(tuned / LAUNCHER, "--table", str(tmp_path / "t.json"), "--", "true", env={"LOCAL_RANK": "0"})
+        assert result.returncode == 1 and message in result.stderr
+
+
+def test_the_rendered_launcher_names_the_configured_table(pristine: Path, tmp_path: Path) -> None:
+    state = node.load(str(pristine), {"rocm_env": dict(CONFIG, nodetune_rocm_ranks_file="/opt/nt/ranks.json",
+                                                        nodetune_rocm_bind_file="/opt/nt/bind")})
+    launcher = next(s for s in state.settings if s.id == "rocm.bind")
+    assert launcher.path == "opt/nt/bind" and launcher.mode == 0o755
+    assert next(s for s in state.settings if s.id == "rocm.ranks").path == "opt/nt/ranks.json"
+    (tmp_path / "bind").write_text(launcher.value)
+    result = launch(tmp_path / "bind", "--", "true", env={"LOCAL_RANK": "0"})
+    assert "no rank table at /opt/nt/ranks.json" in result.stderr
+    result = launch(tmp_path / "bind", "--", "true", env={"LOCAL_RANK": "0", rank_bind.TABLE_ENV: "/elsewhere.json"})
+    assert "no rank table at /elsewhere.json" in result.stderr
+
+
+def test_nodetune_bind_entry_point_shares_the_launcher(tuned: Path) -> None:
+    env = {"LOCAL_RANK": "3", "PATH": "/nonexistent",
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "collection")])}
+    args = ["--table", str(tuned / TABLE), "--dry-run", "--", "python", "train.py"]
+    cli = subprocess.run([sys.executable, "-m", "nodetune.cli", "bind", *args], capture_output=True, text=True,
+                         env=env, timeout=60, check=False)
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout) == json.loads(launch(tuned / LAUNCHER, *args, env=env).stdout)
+
+
+def test_no_gpu_no_launcher(tmp_path: Path) -> None:
+    spec = mi300x_spec(8)
+    spec["gpus"] = []
+    simnode.build(spec, str(tmp_path / "cpu-only"))
+    state = node.load(str(tmp_path / "cpu-only"), AREAS)
+    assert not [s for s in state.settings if s.id in ("rocm.bind", "rocm.ranks")]
+    assert any("no GPU ranks" in note for note in state.context.notes)
+    state = node.load(str(tmp_path / "cpu-only"), {"rocm_env": dict(DEFAULTS)})
+    assert state.settings == []
+
+
+# ------------------------------------------------------------------------------------------------ slow: full size
+@pytest.mark.slow
+def test_the_full_lab_mi300x_ranks_are_the_documented_ones(tmp_path: Path) -> None:
+    """docs/layout.md: ranks 0-3 get 8-29, 30-51, 52-73, 74-95; ranks 4-7 104-125 ... 170-191."""
+    simnode.build(mi300x_spec(None), str(tmp_path / "mi300x"))
+    state = node.load(str(tmp_path / "mi300x"), AREAS)
+    table = json.loads(next(s for s in state.settings if s.id == "rocm.ranks").value)
+    assert [e["cpulist"] for e in table["ranks"]] == ["8-29", "30-51", "52-73", "74-95",
+                                                      "104-125", "126-147", "148-169", "170-191"]
+    assert [e["numa_node"] for e in table["ranks"]] == [0, 0, 0, 0, 1, 1, 1, 1]
