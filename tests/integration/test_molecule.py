@@ -2,7 +2,8 @@
 
 Each scenario builds small simulated nodes (directory trees, never this machine) and runs its whole test sequence;
 see molecule/<name>/molecule.yml for what it proves. Running them from pytest puts them in the same report as the
-rest of the suite, with each scenario's duration recorded (``duration_s`` in the JUnit XML, printed with -s).
+rest of the suite, with each scenario's duration recorded (the testcase time and a ``molecule_<scenario>_s``
+testsuite property in the JUnit XML; printed with -s).
 
 Molecule counts a step whose playbook is missing as "missing", not as a failure, so the test also requires every
 step of the scenario's recap to have succeeded: a scenario whose verify playbook went missing cannot pass here.
@@ -19,6 +20,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -62,7 +64,7 @@ def test_molecule_scenarios_exist() -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_molecule_scenario(scenario: str, record_property: pytest.RecordProperty) -> None:
+def test_molecule_scenario(scenario: str, record_testsuite_property: Callable[[str, object], None]) -> None:
     start = time.monotonic()
     try:
         proc = subprocess.run(["molecule", "test", "-s", scenario], cwd=REPO, env=molecule_env(),
@@ -72,7 +74,7 @@ def test_molecule_scenario(scenario: str, record_property: pytest.RecordProperty
         output = exc.stdout if isinstance(exc.stdout, str) else (exc.stdout or b"").decode(errors="replace")
         pytest.fail(f"molecule test -s {scenario} ran over {TIMEOUT_S} s\n{failure_excerpt(ANSI.sub('', output))}")
     elapsed = time.monotonic() - start
-    record_property("duration_s", round(elapsed, 1))
+    record_testsuite_property(f"molecule_{scenario}_s", round(elapsed, 1))
     print(f"\nmolecule scenario {scenario}: {elapsed:.1f} s")
     output = ANSI.sub("", proc.stdout)
     assert proc.returncode == 0, (f"molecule test -s {scenario} failed (exit {proc.returncode}) after "
