@@ -79,13 +79,21 @@ def test_apply_verify_drift_revert_exit_codes(node: Path, capsys: pytest.Capture
 
 
 @pytest.mark.slow
-def test_fleet_discover_and_unknown_host(node: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fleet_discover_picture_and_unknown_host(node: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {"n1": {
         "nodetune_root": str(node), "ansible_connection": "local",
         "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))
     code, found = run_json(capsys, "discover", "-i", str(inventory), "--json")
     assert code == 0 and found["nodes"]["n1"]["topology"]["gpus"]
+
+    page = tmp_path / "fleet.html"
+    assert main(["picture", "-i", str(inventory), "-o", str(page), "--no-drift"]) == 0
+    html = page.read_text()
+    for gpu in found["nodes"]["n1"]["topology"]["gpus"]:
+        assert f'data-id="{gpu["bdf"]}"' in html
+    assert 'id="node-n1"' in html and "Fleet drift" not in html
 
     assert main(["verify", "-i", str(inventory), "--limit", "ghost"]) == 1
     err = capsys.readouterr().err

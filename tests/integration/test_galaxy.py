@@ -1,7 +1,8 @@
 """The collection as users get it: built with ``scripts/build_collection.sh`` (ansible-galaxy collection build),
 installed into an EMPTY collections path, and its own ``site.yml`` run from there against a simulated node.
 
-The run happens in a folder with its own empty ansible.cfg and an empty roles path, so nothing of the
+Then ``nodetune.instinct.plan``, whose tune task runs outside a role, finds the area roles shipped in the
+collection. The runs happen in a folder with its own empty ansible.cfg and an empty roles path, so nothing of the
 repository (its ansible.cfg, collection/ or roles/) can stand in for what the tarball ships.
 """
 
@@ -81,3 +82,7 @@ def test_built_collection_installs_and_runs_site_from_an_empty_collections_path(
     assert (node / "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor").read_text().strip() == "performance"
     assert (node / "var/lib/nodetune/journal.json").is_file()
     assert json.loads((work / "reports" / "nodes" / "gnode.json").read_text())["node"] == "gnode"
+
+    # a playbook of the collection that runs the tune action outside a role finds the roles the tarball ships
+    planned = run(["ansible-playbook", "-i", str(inventory), "nodetune.instinct.plan"], work, env)
+    assert planned.returncode == 0, planned.stdout[-5000:] + planned.stderr[-2000:]

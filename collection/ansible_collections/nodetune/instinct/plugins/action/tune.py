@@ -18,7 +18,7 @@ than the tune module call itself. Here the same work happens on the controller a
   yourself): passed through unchanged.
 
 The roles are found next to the role that runs the task (``roles/tune`` -> ``roles/nvme``), else on the
-configured roles path.
+configured roles path, else in the collection's own ``roles/`` (an installed collection ships them there).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -144,7 +144,10 @@ class ActionModule(ActionBase):
         candidates = []
         if task_vars.get("role_path"):
             candidates.append(os.path.join(os.path.dirname(task_vars["role_path"]), role))
-        for base in list(C.DEFAULT_ROLES_PATH or []) + [os.path.join(self._loader.get_basedir(), "roles")]:
+        # An installed collection ships the roles next to its plugins (<collection>/roles), where a playbook of the
+        # collection that calls this action outside a role (playbooks/plan.yml) finds them.
+        shipped = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
+        for base in list(C.DEFAULT_ROLES_PATH or []) + [os.path.join(self._loader.get_basedir(), "roles"), shipped]:
             candidates.append(os.path.join(base, role))
         for candidate in candidates:
             if os.path.isfile(os.path.join(candidate, "meta", "argument_specs.yml")):
