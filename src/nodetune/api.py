@@ -452,8 +452,10 @@ def _run_runner(operation: Operation, work: str, inventory_path: str, collector:
     source = _playbook_source()
     options = [flag for flag, wanted in (("--check", check), ("--diff", diff)) if wanted]
     kwargs: dict[str, Any] = {}
-    if source.project_dir is not None:
-        kwargs["project_dir"] = source.project_dir  # its ansible.cfg applies: collections and roles paths
+    # The repository's ansible.cfg applies from its project_dir (collections and roles paths); an installed
+    # collection's playbooks run from an empty project folder with the user's own configuration.
+    kwargs["project_dir"] = source.project_dir or os.path.join(work, "project")
+    os.makedirs(kwargs["project_dir"], exist_ok=True)
     if extra_vars:
         kwargs["extravars"] = dict(extra_vars)
     try:
