@@ -306,3 +306,25 @@ def test_the_full_lab_mi300x_ranks_are_the_documented_ones(tmp_path: Path) -> No
     assert [e["cpulist"] for e in table["ranks"]] == ["8-29", "30-51", "52-73", "74-95",
                                                       "104-125", "126-147", "148-169", "170-191"]
     assert [e["numa_node"] for e in table["ranks"]] == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+@pytest.mark.slow
+def test_the_module_renders_what_verify_expects(tmp_path: Path) -> None:
+    """Through ansible-playbook the launcher is rendered from the module's zipped copy of rank_bind.py: a verify in
+    this process (reading the file system copy) must find no drift, and a second run must change nothing."""
+    from tests.integration.test_playbooks import LAB_TUNING, ok, playbook, recap, write_inventory
+
+    root = tmp_path / "node"
+    simnode.build(mi300x_spec(8), str(root))
+    host = {"nodetune_root": str(root), "nodetune_rocm_profile": "multi_node"}
+    inventory = write_inventory(tmp_path, {"node1": host})
+    first = ok(playbook(inventory, "playbooks/apply.yml", "--tags", "rocm_env"))
+    assert recap(first, "node1")["changed"] == 1
+    assert "RCCL_LL128_FORCE_ENABLE" in first.stdout + first.stderr  # the LL128 note reaches the user
+    assert recap(ok(playbook(inventory, "playbooks/apply.yml", "--tags", "rocm_env")), "node1")["changed"] == 0
+    lab = {k: v for k, v in yaml.safe_load(LAB_TUNING.read_text()).items() if k.startswith("nodetune_rocm_")}
+    areas = {"rocm_env": {**DEFAULTS, **lab, "nodetune_rocm_profile": "multi_node"}}
+    state = node.load(str(root), areas)
+    assert {s.id for s in state.settings} >= {"rocm.env", "rocm.ranks", "rocm.bind"}
+    assert [f.target for f in verify.verify_settings(state, areas) if f.status == "drift"] == []
+    assert (root / LAUNCHER).read_text() == rank_bind.script_text("/" + TABLE)

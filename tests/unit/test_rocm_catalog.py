@@ -221,6 +221,7 @@ INVALID = [
     ({"NCCL_ALGO": "AUTO"}, ["NCCL_ALGO", "leave NCCL_ALGO unset"]),                     # the seed matrix's "AUTO"
     ({"NCCL_ALGO": "SHM"}, ["SHM is a transport"]),                                       # seed 003 "force SHM"
     ({"NCCL_ALGO": "Ring;Tree"}, ["'Ring;Tree' is not an algorithm"]),
+    ({"NCCL_ALGO": "Ring, Tree"}, ["' Tree' is not an algorithm"]),                    # RCCL compares whole items
     ({"NCCL_ALGO": "^ring,tree,collnetdirect,collnetchain,nvls,nvlstree"}, ["excludes every algorithm"]),
     ({"NCCL_PROTO": "LL256"}, ["'LL256' is not a protocol", "LL, LL128, Simple"]),
     ({"NCCL_PROTO": True}, ["YAML boolean"]),
@@ -366,3 +367,12 @@ def test_files_are_the_same_for_the_same_input(tmp_path: Path) -> None:
     two, _ = build(tmp_path, nodetune_rocm_profile="multi_node",
                    nodetune_rocm_env={"NCCL_ALGO": "Tree", "NCCL_DEBUG": "WARN"})
     assert one == two
+
+
+def test_docs_cover_every_variable_wrong_name_and_profile() -> None:
+    docs = (REPO / "docs/rocm.md").read_text()
+    names = [*rocm_catalog.VARIABLES, *rocm_catalog.WRONG_NAMES, *rocm_catalog.PER_RANK, *rocm_catalog.PROFILES]
+    assert [n for n in names if f"`{n}`" not in docs] == []
+    for profile in rocm_catalog.PROFILES.values():  # the table shows each profile's values
+        row = next(line for line in docs.splitlines() if line.startswith(f"| `{profile.name}` |"))
+        assert all(f"`{value}`" in row or f"`{name}={value}`" in row for name, value in profile.env.items()), row

@@ -120,10 +120,10 @@ def plan(ranks: List[Dict[str, Any]], rank: int, source: str, environ: Dict[str,
     by_rank = dict((entry["rank"], entry) for entry in ranks)
     if rank not in by_rank:
         known = sorted(by_rank)
+        plural = "" if len(known) == 1 else "s"
         raise BindError("%s=%d, but this node's rank table %s has %d rank%s (%s): more processes per node than GPU "
-                        "ranks, or a table from another node?" % (source, rank, table, len(known),
-                                                                 "" if len(known) == 1 else "s",
-                                                                 _ranges(known) or "none"))
+                        "ranks, or a table from another node?"
+                        % (source, rank, table, len(known), plural, _ranges(known) or "none"))
     entry = by_rank[rank]
     keep = set(keep)
     env = dict(environ)
@@ -157,18 +157,13 @@ def program(argv: List[str], env: Dict[str, str], which: Callable[..., Optional[
 
 def _ranges(cpus: Iterable[int]) -> str:
     """'8-29,104' (a stdlib-only copy of a cpulist formatter: this file runs without the collection)."""
-    out = []
-    start = prev = None
+    runs = []  # type: List[List[int]]
     for cpu in sorted(set(cpus)):
-        if prev is not None and cpu == prev + 1:
-            prev = cpu
-            continue
-        if start is not None:
-            out.append(str(start) if start == prev else "%d-%d" % (start, prev))
-        start = prev = cpu
-    if start is not None:
-        out.append(str(start) if start == prev else "%d-%d" % (start, prev))
-    return ",".join(out)
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in runs)
 
 
 # ------------------------------------------------------------------------------------------------ running
@@ -284,4 +279,4 @@ def _own_source() -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -130,17 +130,14 @@ def nccl_list(options: Tuple[str, ...], what: str, hints: Dict[str, str]) -> Cal
     def check(text: str) -> str:
         body = text[1:] if text.startswith("^") else text
         items = body.split(",")
-        bad = []
-        for item in items:
-            if item.strip().upper() not in upper:
-                bad.append(item)
+        bad = [item for item in items if item.upper() not in upper]  # no spaces: RCCL compares whole items
         if bad:
-            hint = "; ".join(hints[b.strip().upper()] for b in bad if b.strip().upper() in hints)
+            hint = "; ".join(hints[b.upper()] for b in bad if b.upper() in hints)
+            noun = (("an " if what[0] in "aeiou" else "a ") + what) if len(bad) == 1 else what + "s"
             raise Problem("%s %s not %s RCCL knows: use a comma list of %s (any case), or '^' first to exclude "
                           "the listed ones%s" % (", ".join(repr(b) for b in bad), "is" if len(bad) == 1 else "are",
-                                                 ("an " if what[0] in "aeiou" else "a ") + what if len(bad) == 1 else what + "s", ", ".join(options),
-                                                 "; " + hint if hint else ""))
-        if text.startswith("^") and set(i.strip().upper() for i in items) >= set(upper):
+                                                 noun, ", ".join(options), "; " + hint if hint else ""))
+        if text.startswith("^") and set(i.upper() for i in items) >= set(upper):
             raise Problem("'^' excludes every %s, which leaves RCCL none to use" % what)
         return text
     return check
@@ -202,7 +199,7 @@ _CATALOGUE = [
              "protocols RCCL may use; LL128 is used only on topologies RCCL knows unless "
              "RCCL_LL128_FORCE_ENABLE=1"),
     Variable("NCCL_BUFFSIZE", "RCCL", integer(1, None, "bytes"), "bytes, a plain decimal integer (4194304 = 4 MiB)",
-             "buffer per channel and peer; default 4194304 (4 MiB)"),
+             "buffer size for the data between each pair of GPUs; default 4194304 (4 MiB)"),
     Variable("NCCL_SOCKET_IFNAME", "RCCL", interfaces, "interface name prefixes, comma list; '^' excludes, '=' "
              "matches exactly", "IP interfaces for bootstrap and the socket transport (the interface needs an "
              "IP address)"),
@@ -264,8 +261,8 @@ _CATALOGUE = [
              "nodetune-bind sets each rank's own value from the Layout"),
     # PyTorch (ProcessGroupNCCL reads them when a process group is created)
     Variable("TORCH_NCCL_ASYNC_ERROR_HANDLING", "PyTorch", choice(("0", "1", "2", "3"), case_sensitive=True),
-             "0 to 3", "what a failed or timed-out collective does: 1 = tear down the process (default), "
-             "3 = tear down without cleanup"),
+             "0 to 3", "what a failed or timed-out collective does: 0 = nothing, 1 = tear down the process, "
+             "2 = clean up only, 3 = tear down without cleanup"),
     Variable("TORCH_NCCL_BLOCKING_WAIT", "PyTorch", flag("PyTorch"), "0 or 1", "1 = wait() blocks and raises "
              "on timeout", flag=True),
     Variable("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "PyTorch", integer(1, None, "seconds"), "seconds",
@@ -400,12 +397,12 @@ def combination_problems(env: Dict[str, str]) -> Tuple[List[str], List[str]]:
     """Rules across variables: (errors, warnings). ``env`` holds the final, checked texts."""
     errors: List[str] = []
     warnings: List[str] = []
-    threads = _int_or(env.get("NCCL_SOCKET_NTHREADS"), 1)
-    socks = _int_or(env.get("NCCL_NSOCKS_PERTHREAD"), 1)
+    threads = _int_or(env.get("NCCL_SOCKET_NTHREADS")) or 1
+    socks = _int_or(env.get("NCCL_NSOCKS_PERTHREAD")) or 1
     if threads * socks > MAX_SOCKETS:
         errors.append("NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD = %d x %d = %d: RCCL allows at most %d sockets "
                       "per connection (lower one of them)" % (threads, socks, threads * socks, MAX_SOCKETS))
-    low, high = _int_or(env.get("NCCL_MIN_NCHANNELS"), None), _int_or(env.get("NCCL_MAX_NCHANNELS"), None)
+    low, high = _int_or(env.get("NCCL_MIN_NCHANNELS")), _int_or(env.get("NCCL_MAX_NCHANNELS"))
     if low is not None and high is not None and low > high:
         errors.append("NCCL_MIN_NCHANNELS=%d is above NCCL_MAX_NCHANNELS=%d" % (low, high))
     if uses_ll128(env.get("NCCL_PROTO")) and "RCCL_LL128_FORCE_ENABLE" not in env:
@@ -424,15 +421,15 @@ def uses_ll128(proto: Optional[str]) -> bool:
     if not proto:
         return False
     body = proto[1:] if proto.startswith("^") else proto
-    listed = "LL128" in set(i.strip().upper() for i in body.split(","))
+    listed = "LL128" in set(i.upper() for i in body.split(","))
     return listed != proto.startswith("^")
 
 
-def _int_or(text: Optional[str], default: Optional[int]) -> Optional[int]:
+def _int_or(text: Optional[str]) -> Optional[int]:
     try:
-        return int(text) if text is not None else default
+        return int(text) if text is not None else None
     except ValueError:
-        return default
+        return None
 
 
 # ------------------------------------------------------------------------------------------------ profiles
