@@ -150,6 +150,13 @@ notes:
   type: list
   elements: str
   returned: when state is rebooted
+boot_restore:
+  description:
+    - For I(state=rebooted), what the simulated nodetune-restore.service did at boot (it runs when the unit is
+      enabled and state files exist).
+  type: dict
+  returned: when state is rebooted
+  sample: {ran: true, applied: 214, failed: []}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -181,7 +188,7 @@ def _present(module, dest, spec_source):
 def _rebooted(module, dest):
     result = simnode.reboot(dest, check_only=module.check_mode)
     return dict(changed=bool(result["changed"]), action="rebooted", dest=result["dest"], reset=result["changed"],
-                applied=result["applied"], notes=result["notes"])
+                applied=result["applied"], notes=result["notes"], boot_restore=result["boot_restore"])
 
 
 def _absent(module, dest):
