@@ -139,11 +139,13 @@ def test_the_role_defaults_are_valid_and_safe_on_a_typical_node(node: Path) -> N
     ctx = context(node)
     settings = desired_settings(ctx, areas_from_roles())
     ids = {s.id for s in settings}
-    assert {"cpu.governor", "cpu.idle_state", "irq.nic_local", "nvme.scheduler", "nvme.nr_requests",
+    assert {"cpu.governor", "cpu.idle_state", "nvme.scheduler", "nvme.nr_requests",
             "sysctl.vm.dirty_ratio", "sysctl.kernel.numa_balancing", "sysctl.net.core.rmem_max"} <= ids
-    # Safe: nothing that takes CPUs offline, changes an MTU or needs a reboot; stopping irqbalance is the one
-    # documented disruptive default (it is what makes pinning hold).
-    assert {s.id for s in settings if s.disruptive} == {"irq.irqbalance"}
+    # Safe: nothing disruptive by default. irqbalance runs on this node and stopping it is opt-in, so neither it
+    # nor the NIC IRQs (which it would move again) are touched, and the user is told which variable to set.
+    assert not any(s.disruptive for s in settings)
+    assert not any(s.id.startswith("irq.") for s in settings)
+    assert any("nodetune_irqbalance_stop_allowed: true" in w for w in ctx.warnings)
     assert not any(s.reboot_required for s in settings)
     assert not any(s.id.startswith(("smt.", "ib.", "cpu.epp", "rocm.")) for s in settings)
     # nr_requests 'max' with scheduler none is the hardware tag depth, not the articles' 1024
@@ -157,9 +159,33 @@ def test_the_role_defaults_apply_and_are_idempotent(node: Path) -> None:
     assert first["changed"] and not first["unconfirmed"]
     assert (node / f"{CPU}/cpu3/cpuidle/state2/disable").read_text().strip() == "1"
     assert (node / f"{CPU}/cpu3/cpuidle/state1/disable").read_text().strip() == "0"
-    assert SimServices(ctx.root).state("irqbalance.service") == {"enabled": "no", "active": "no"}
+    assert SimServices(ctx.root).state("irqbalance.service") == {"enabled": "yes", "active": "yes"}
     again = engine.apply(ctx.root, desired_settings(context(node), areas_from_roles()), services=ctx.services)
     assert again["changed"] is False
+
+
+def test_stopping_irqbalance_is_opt_in_and_then_nic_irqs_are_pinned(node: Path) -> None:
+    ctx = context(node)
+    settings = desired_settings(ctx, areas_from_roles({"nodetune_irqbalance_stop_allowed": True}))
+    assert {s.id for s in settings if s.disruptive} == {"irq.irqbalance"}
+    assert any(s.id == "irq.nic_local" for s in settings)
+    engine.apply(ctx.root, settings, services=ctx.services)
+    assert SimServices(ctx.root).state("irqbalance.service") == {"enabled": "no", "active": "no"}
+    # once irqbalance is stopped and disabled, the defaults keep the NIC IRQs pinned without any opt-in
+    settings = desired_settings(context(node), areas_from_roles())
+    assert any(s.id == "irq.nic_local" for s in settings)
+
+
+def test_ban_mode_bans_the_pinned_cpus_and_irqs(node: Path) -> None:
+    layout = copy.deepcopy(LAYOUT)
+    pinned_cpus = sorted({c for e in layout["irq_affinity"] for c in e["cpus"]})
+    layout["irqbalance"] = {"mode": "ban", "banned_cpulist": pinned_cpus}
+    settings = desired_settings(context(node, layout=layout), areas_from_roles({"nodetune_irqbalance_mode": "ban"}))
+    lines = {s.key: s.value for s in settings if s.id == "irq.irqbalance"}
+    pinned = sorted(int(s.target.split()[1]) for s in settings if s.id == "irq.nic_local")
+    assert pinned, "ban mode pins the NIC IRQs"
+    assert lines["IRQBALANCE_ARGS"] == " ".join(f"--banirq={n}" for n in pinned)
+    assert lines["IRQBALANCE_BANNED_CPULIST"]
 
 
 def test_the_lab_opt_ins_tune_smt_and_ipoib(node: Path) -> None:

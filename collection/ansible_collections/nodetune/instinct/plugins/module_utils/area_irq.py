@@ -25,7 +25,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.setting import C
 AREA = "irq"
 ROLE = "irq_affinity"
 MODES = ("disable", "ban", "leave")
-VARIABLES = ("nodetune_irqbalance_mode", "nodetune_irq_pin_nic", "nodetune_os_family")
+VARIABLES = ("nodetune_irqbalance_mode", "nodetune_irqbalance_stop_allowed", "nodetune_irq_pin_nic",
+             "nodetune_os_family")
 UNIT = "irqbalance.service"
 CONFIG_BY_FAMILY = {"Debian": "etc/default/irqbalance", "RedHat": "etc/sysconfig/irqbalance",
                     "Suse": "etc/sysconfig/irqbalance"}
@@ -36,6 +37,15 @@ def irqbalance_config_file(ctx: Context, family: str) -> str:
     if found:
         return found.lstrip("/")
     return CONFIG_BY_FAMILY.get(family, "etc/default/irqbalance")
+
+
+def _irqbalance_running_or_enabled(ctx: Context) -> bool:
+    """True unless the node says irqbalance is both stopped and disabled (unknown counts as running)."""
+    if ctx.services is not None:
+        state = ctx.services.state(UNIT)
+        return state.get("active") != "no" or state.get("enabled") != "no"
+    info = ctx.topology.get("irqbalance") or {}
+    return info.get("enabled") is not False or info.get("running") is not False
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
@@ -49,6 +59,16 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
     if ctx.services is not None and not installed:
         installed = ctx.services.installed(UNIT)
     if mode == "disable" and installed:
+        allowed = want_bool(ctx, config, "nodetune_irqbalance_stop_allowed", False)
+        if not allowed and _irqbalance_running_or_enabled(ctx):
+            # Stopping a service is disruptive, so it is opt-in (DESIGN.md); pinning without it would not hold.
+            message = ("irq: irqbalance is running or enabled and nodetune_irqbalance_stop_allowed is false: "
+                       "NIC IRQs are not pinned (irqbalance would move them at its next rebalance). Set "
+                       "nodetune_irqbalance_stop_allowed: true to stop and disable it, "
+                       "or nodetune_irqbalance_mode: ban")
+            ctx.warn(message)
+            ctx.notes.append(message)
+            return []
         settings.append(Setting("irq.irqbalance", UNIT, "", "active=no,enabled=no", kind=SERVICE, area=AREA,
                                 disruptive=True,
                                 reason="irqbalance would overwrite the pinned affinities at its next rebalance"))
@@ -57,9 +77,18 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
         cpus = banned if isinstance(banned, list) else None
         text = format_cpulist(cpus) if cpus is not None else (banned or "")
         if text:
-            settings.append(Setting("irq.irqbalance", "IRQBALANCE_BANNED_CPULIST", irqbalance_config_file(ctx, family),
+            config_file = irqbalance_config_file(ctx, family)
+            settings.append(Setting("irq.irqbalance", "IRQBALANCE_BANNED_CPULIST", config_file,
                                     text, kind=LINE, key="IRQBALANCE_BANNED_CPULIST", area=AREA, runtime=False,
                                     reason="keep irqbalance off the CPUs that take pinned NIC IRQs"))
+            # Banned CPUs alone would make irqbalance move the pinned IRQs away from them: --banirq tells it to
+            # leave those IRQs alone. IRQ numbers can change across reboots; apply recomputes and verify checks.
+            irqs = sorted(int(e["irq"]) for e in ctx.layout.get("irq_affinity") or [])
+            if pin and irqs:
+                settings.append(Setting("irq.irqbalance", "IRQBALANCE_ARGS", config_file,
+                                        " ".join("--banirq=%d" % n for n in irqs), kind=LINE, key="IRQBALANCE_ARGS",
+                                        area=AREA, runtime=False,
+                                        reason="irqbalance leaves the pinned NIC IRQs where nodetune put them"))
     elif not installed:
         ctx.notes.append("irq: irqbalance is not installed on this node; nothing to stop")
     if pin:
