@@ -57,13 +57,20 @@ def _tag(setting: Setting) -> str:
     return {"irq": "irq_affinity", "persist": "apply"}.get(setting.area, setting.area)
 
 
-def layout_findings(topology: Dict[str, Any], layout: Dict[str, Any], areas: Dict[str, Any]) -> List[Finding]:
-    """Where the kernel really put things: effective affinity of pinned NIC IRQs, managed IRQs (info)."""
+def layout_findings(topology: Dict[str, Any], layout: Dict[str, Any], areas: Dict[str, Any],
+                    pinned: Optional[List[str]] = None) -> List[Finding]:
+    """Where the kernel really put things: effective affinity of pinned NIC IRQs, managed IRQs (info).
+
+    ``pinned`` lists the targets ("irq N") that apply pins; IRQs the irq area left alone (irqbalance not
+    stopped, pinning off) are not expected anywhere. None means every IRQ the Layout places.
+    """
     findings: List[Finding] = []
     irq_area = areas.get("irq_affinity") or {}
     if "irq_affinity" in areas and irq_area.get("nodetune_irq_pin_nic", True):
         by_number = dict((entry["irq"], entry) for entry in topology.get("irqs", []))
         for planned in layout.get("irq_affinity") or []:
+            if pinned is not None and "irq %d" % planned["irq"] not in pinned:
+                continue
             irq = by_number.get(planned["irq"]) or {}
             effective = irq.get("effective_affinity_list")
             if effective is None:
@@ -106,7 +113,8 @@ def applicability_findings(areas: Dict[str, Any], settings: List[Setting], notes
 def verify_settings(state: Any, areas: Dict[str, Any]) -> List[Finding]:
     """All setting, layout and applicability findings of a loaded NodeState (node.load)."""
     findings = setting_findings(state.root, state.settings, state.services)
-    findings += layout_findings(state.topology, state.layout, areas)
+    pinned = [s.target for s in state.settings if s.id == "irq.nic_local"]
+    findings += layout_findings(state.topology, state.layout, areas, pinned)
     findings += applicability_findings(areas, state.settings, state.context.notes)
     return findings
 
