@@ -9,7 +9,6 @@ The module itself runs through ``ansible`` ad hoc (argument spec, check mode, th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -25,6 +24,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.finding import a
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.services import SimServices
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.unit.test_engine import tree_digest
 
 REPO = Path(__file__).resolve().parents[2]
 AREA_ROLES = ("smt", "cpu", "irq_affinity", "infiniband", "nvme", "sysctl", "rocm_env")
@@ -63,21 +64,6 @@ def role_areas() -> dict:
 
 
 AREAS = role_areas()
-
-
-def tree_digest(path: Path) -> dict[str, str]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in dirnames + filenames:
-            full = Path(dirpath) / name
-            rel = str(full.relative_to(path))
-            if full.is_symlink():
-                out[rel] = "link:" + os.readlink(full)
-            elif full.is_dir():
-                out[rel] = "dir"
-            else:
-                out[rel] = f"{full.stat().st_mode & 0o7777:o}:{hashlib.sha256(full.read_bytes()).hexdigest()}"
-    return out
 
 
 @pytest.fixture(scope="module")
