@@ -18,6 +18,16 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Ro
 CPU_DIR = "sys/devices/system/cpu"
 
 
+class Errors(object):
+    """The smallest context the ``want_*`` validators need: somewhere to collect every error."""
+
+    def __init__(self) -> None:
+        self.errors: List[str] = []
+
+    def error(self, message: str) -> None:
+        self.errors.append(message)
+
+
 class Context(object):
     """Everything a builder may look at: the root, the discovered Topology and the planned Layout."""
 

@@ -20,6 +20,7 @@ import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
+    Errors,
     describe,
     unknown_keys,
     want_bool,
@@ -34,6 +35,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
     Finding,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import pcie_generation
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
 
 AREA = "bios_check"
 SOURCE = "bios"
@@ -67,22 +69,11 @@ AMD_IOMMU_OPTIONS = ("fullflush", "off", "force_isolation", "force_enable", "pgt
 _TRUE_WORDS = ("1", "y", "yes", "on", "true")
 
 
-class BiosConfigError(ValueError):
+class BiosConfigError(SettingError):
     """The nodetune_bios_* variables are invalid; ``errors`` lists every problem."""
 
-    def __init__(self, errors: List[str]) -> None:
-        self.errors = list(errors)
-        super().__init__("; ".join(self.errors))
 
-
-class _Errors(object):
-    """The minimal context the area_common validators need: somewhere to collect errors."""
-
-    def __init__(self) -> None:
-        self.errors: List[str] = []
-
-    def error(self, message: str) -> None:
-        self.errors.append(message)
+_Errors = Errors
 
 
 # ------------------------------------------------------------------------------------------------- config

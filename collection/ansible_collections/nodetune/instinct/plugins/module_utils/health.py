@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
+    Errors,
     describe,
     unknown_keys,
     want_bool,
@@ -34,6 +35,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
     Finding,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
 
 SOURCE = "health"
 AREA = "health"
@@ -44,20 +46,11 @@ VARIABLES = ("nodetune_health_checks", "nodetune_health_gpu_temp_max_c", "nodetu
              "nodetune_health_ib_rate_min_gbps")
 
 
-class HealthConfigError(ValueError):
+class HealthConfigError(SettingError):
     """The nodetune_health_* variables are invalid; ``errors`` lists every problem."""
 
-    def __init__(self, errors: List[str]) -> None:
-        self.errors = list(errors)
-        super().__init__("; ".join(self.errors))
 
-
-class _Errors(object):
-    def __init__(self) -> None:
-        self.errors: List[str] = []
-
-    def error(self, message: str) -> None:
-        self.errors.append(message)
+_Errors = Errors
 
 
 def _number(ctx: Any, config: Dict[str, Any], name: str, default: Optional[float], what: str) -> Optional[float]:

@@ -205,6 +205,9 @@ def main():
         state = load(params["root"], params["areas"], params["policy"], run_command)
         bios_drift = check_bios(module, state, params["bios"])
         result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services)
+    except bios_mod.BiosConfigError as exc:
+        module.fail_json(msg="nodetune refused the bios_check variables, nothing was written: " + "; ".join(exc.errors),
+                         errors=exc.errors)
     except SettingError as exc:
         module.fail_json(msg="nodetune refused the settings, nothing was written: " + "; ".join(exc.errors),
                          errors=exc.errors)
@@ -217,9 +220,6 @@ def main():
         module.fail_json(msg=str(exc))
     except NodeFileError as exc:
         module.fail_json(msg="nodetune: %s" % exc, path=exc.path)
-    except bios_mod.BiosConfigError as exc:
-        module.fail_json(msg="nodetune refused the bios_check variables, nothing was written: " + "; ".join(exc.errors),
-                         errors=exc.errors)
 
     if not module._diff:
         result.pop("diff", None)
