@@ -262,9 +262,7 @@ def main():
         findings += bios_mod.check(state.topology, state.layout, params["bios"])
         findings += health_mod.check(state.root, state.topology, params["health"])
         platform = bios_mod.platform_summary(state.topology, params["bios"])
-    except SettingError as exc:
-        module.fail_json(msg="nodetune verify: invalid variables: " + "; ".join(exc.errors), errors=exc.errors)
-    except (bios_mod.BiosConfigError, health_mod.HealthConfigError) as exc:
+    except SettingError as exc:  # the bios/health variable errors are SettingErrors too
         module.fail_json(msg="nodetune verify: invalid variables: " + "; ".join(exc.errors), errors=exc.errors)
     except WaiverError as exc:
         module.fail_json(msg="nodetune verify: %s" % exc)
