@@ -5,12 +5,14 @@ Run from the repository root (after ``scripts/bootstrap.sh``)::
 
     .venv/bin/python bench/plan_scaling.py [--repeat 7] [--json]
 
-Measures only ``layout.plan()`` on a Topology already in memory (discovery is not timed): generated nodes
-(tests/unit/topogen.py) whose CPU and IRQ counts grow together, a 384-CPU MI300X-shaped node (the lab's
-simulated node when ``inventories/lab/specs`` and ``simnode`` are there, else the generator's), and the
-1,152-CPU host of Performance Co-Pilot's ``/proc/interrupts`` capture (../shared/fixtures/real; skipped
-where absent) with its real IRQ names. Target: under 50 ms for the largest. Prints the best of ``--repeat``
-runs, and the time per CPU so that super-linear growth shows.
+(``bench/run.py`` runs this with the fleet and discovery benchmarks.) Measures only ``layout.plan()`` on a
+Topology already in memory (discovery is not timed): generated nodes (tests/unit/topogen.py) whose CPU and IRQ
+counts grow together, a 384-CPU MI300X-shaped node (the lab's simulated node when ``inventories/lab/specs`` and
+``simnode`` are there, else the generator's), and the 1,152-CPU host of Performance Co-Pilot's ``/proc/interrupts``
+capture (../shared/fixtures/real; skipped where absent) with its real IRQ names. Target: under 50 ms for the
+largest. Prints the best and the median of ``--repeat`` runs (CPU time of the process: on a shared machine the wall
+time also counts the time other processes held the CPU), and the time per CPU and per CPU + IRQ, so that
+super-linear growth shows.
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ from __future__ import annotations
 import argparse
 import bz2
 import json
+import os
 import re
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-for entry in (REPO, REPO / "src", REPO / "collection"):
-    if str(entry) not in sys.path:
-        sys.path.insert(0, str(entry))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+
+REPO = _common.REPO
+_common.use_repository_code()
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan  # noqa: E402
 
@@ -109,17 +114,79 @@ def lab_mi300x() -> tuple[str, dict] | None:
             return None
 
 
-def best_ms(topo: dict, repeat: int) -> tuple[float, float]:
-    """Best wall time and best CPU time of the process, in ms. The CPU time is what the target is judged on:
-    on a shared, busy machine the wall time also counts the time other processes held the CPU."""
+def timings_ms(topo: dict, repeat: int) -> dict[str, float]:
+    """Best and median wall and CPU time of the process, in ms. The CPU time is what the target is judged on: on a
+    shared, busy machine the wall time also counts the time other processes held the CPU."""
     plan(topo, POLICY)  # warm-up (regex compilation, allocator)
-    wall = cpu = float("inf")
+    walls, cpus = [], []
     for _ in range(repeat):
         start_wall, start_cpu = time.perf_counter(), time.process_time()
         plan(topo, POLICY)
-        cpu = min(cpu, time.process_time() - start_cpu)
-        wall = min(wall, time.perf_counter() - start_wall)
-    return wall * 1000.0, cpu * 1000.0
+        cpus.append((time.process_time() - start_cpu) * 1000.0)
+        walls.append((time.perf_counter() - start_wall) * 1000.0)
+    return {"wall_ms": min(walls), "cpu_ms": min(cpus), "median_wall_ms": statistics.median(walls),
+            "median_cpu_ms": statistics.median(cpus)}
+
+
+def best_ms(topo: dict, repeat: int) -> tuple[float, float]:
+    """Best wall time and best CPU time of the process, in ms (see :func:`timings_ms`)."""
+    found = timings_ms(topo, repeat)
+    return found["wall_ms"], found["cpu_ms"]
+
+
+def cases() -> list[tuple[str, dict]]:
+    found: list[tuple[str, dict]] = [(f"generated {row[0]} CPUs", generated(*row)) for row in SERIES]
+    lab = lab_mi300x()
+    found.append(lab if lab else ("generated MI300X-shaped 384 CPUs", generated(384, 2, 8, 8, 63, 2, 128)))
+    pcp = pcp_node()
+    if pcp is not None:
+        found.append(("PCP 1,152-CPU /proc/interrupts capture", pcp))
+    return found
+
+
+def measure(repeat: int) -> list[dict]:
+    results = []
+    for label, topo in cases():
+        found = timings_ms(topo, repeat)
+        ncpu, nirq = len(topo["cpus"]), len(topo["irqs"])
+        results.append({"case": label, "cpus": ncpu, "irqs": nirq,
+                        **{key: round(value, 2) for key, value in found.items()},
+                        "us_per_cpu": round(found["cpu_ms"] * 1000.0 / ncpu, 2),
+                        "us_per_cpu_irq": round(found["median_cpu_ms"] * 1000.0 / (ncpu + nirq), 2)})
+    return results
+
+
+def series_growth(results: list[dict], key: str) -> tuple[dict, dict, float]:
+    series = [r for r in results if r["case"].startswith("generated") and "MI300X" not in r["case"]]
+    return series[0], series[-1], series[-1][key] / series[0][key]
+
+
+def report(results: list[dict]) -> tuple[str, list[str]]:
+    rows = [[r["case"], r["cpus"], r["irqs"], f"{r['cpu_ms']:.2f}", f"{r['median_cpu_ms']:.2f}",
+             f"{r['median_wall_ms']:.2f}", f"{r['us_per_cpu']:.2f}", f"{r['us_per_cpu_irq']:.2f}"] for r in results]
+    text = _common.table(["case", "CPUs", "IRQs", "best CPU ms", "median CPU ms", "median wall ms", "us/CPU",
+                          "us/(CPU+IRQ)"], rows)
+    first, last, per_cpu = series_growth(results, "us_per_cpu")
+    _first, _last, per_item = series_growth(results, "us_per_cpu_irq")
+    largest = max(results, key=lambda r: (r["cpus"] + r["irqs"], r["median_cpu_ms"]))  # the largest topology
+    text += (f"\nCPU time per CPU grows x{per_cpu:.2f} from {first['cpus']} to {last['cpus']} CPUs while the IRQs grow "
+             f"x{last['irqs'] / first['irqs']:.0f}; per CPU + IRQ x{per_item:.2f} (1.0 = linear)")
+    lines = [f"ratio planner: largest plan() {largest['median_cpu_ms']:.1f} ms CPU median ({largest['cpus']} CPUs, "
+             f"{largest['irqs']} IRQs; target < {TARGET_MS:.0f} ms): "
+             f"{'OK' if largest['median_cpu_ms'] < TARGET_MS else 'OVER'}",
+             f"ratio planner growth: time per CPU + IRQ x{per_item:.2f} from {first['cpus']} to {last['cpus']} CPUs "
+             f"(1.0 = linear; target: linear): {'OK' if per_item < 2.0 else 'OVER'}"]
+    return text, lines
+
+
+def run(repeat: int, out: list[str] | None = None) -> dict:
+    results = measure(repeat)
+    text, lines = report(results)
+    print(f"\nplanner (best and median of {repeat}; {_common.load_text()})\n{text}")
+    print("\n".join(lines), flush=True)
+    if out is not None:
+        out.extend(lines)
+    return {"repeat": repeat, "cases": results}
 
 
 def main() -> int:
@@ -127,20 +194,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
-    cases: list[tuple[str, dict]] = []
-    for row in SERIES:
-        cases.append((f"generated {row[0]} CPUs", generated(*row)))
-    lab = lab_mi300x()
-    cases.append(lab if lab else ("generated MI300X-shaped 384 CPUs", generated(384, 2, 8, 8, 63, 2, 128)))
-    pcp = pcp_node()
-    if pcp is not None:
-        cases.append(("PCP 1,152-CPU /proc/interrupts capture", pcp))
-    results = []
-    for label, topo in cases:
-        wall, cpu = best_ms(topo, args.repeat)
-        ncpu = len(topo["cpus"])
-        results.append({"case": label, "cpus": ncpu, "irqs": len(topo["irqs"]), "wall_ms": round(wall, 2),
-                        "cpu_ms": round(cpu, 2), "us_per_cpu": round(cpu * 1000.0 / ncpu, 2)})
+    results = measure(max(1, args.repeat))
     if args.json:
         print(json.dumps(results, indent=2))
     else:
@@ -148,9 +202,8 @@ def main() -> int:
         for r in results:
             print(f"{r['case']:<44} {r['cpus']:>6} {r['irqs']:>6} {r['wall_ms']:>8.2f} {r['cpu_ms']:>8.2f} "
                   f"{r['us_per_cpu']:>8.2f}")
-        series = [r for r in results if r["case"].startswith("generated") and "MI300X" not in r["case"]]
-        growth = series[-1]["us_per_cpu"] / series[0]["us_per_cpu"]
-        print(f"CPU time per CPU grows x{growth:.2f} from {series[0]['cpus']} to {series[-1]['cpus']} CPUs "
+        first, last, growth = series_growth(results, "us_per_cpu")
+        print(f"CPU time per CPU grows x{growth:.2f} from {first['cpus']} to {last['cpus']} CPUs "
               "(1.0 = linear; the IRQ count grows faster than the CPU count in this series)")
     worst = max(r["cpu_ms"] for r in results)
     verdict = "OK" if worst < TARGET_MS else "OVER"

@@ -235,9 +235,11 @@ def read_smt(root: Root, cpus: List[Dict[str, Any]], warnings: List[str]) -> Dic
 
 
 # --------------------------------------------------------------------------------------------- cpufreq
-_POLICY_FILES = ("affected_cpus", "related_cpus", "scaling_driver", "scaling_governor",
-                 "scaling_available_governors", "energy_performance_preference",
-                 "energy_performance_available_preferences")
+# Per policy: which CPUs it governs and their state. The kernel has ONE cpufreq driver (a global), so the
+# driver's name and the lists of what it accepts are the same in every policy: they are read from the first
+# policy that has them, not from all of them (a 384-CPU node has 384 policies: 1,152 files saved).
+_POLICY_FILES = ("affected_cpus", "scaling_governor", "energy_performance_preference")
+_DRIVER_FILES = ("scaling_driver", "scaling_available_governors", "energy_performance_available_preferences")
 
 
 def _cpufreq_sources(root: Root, cpus: List[Dict[str, Any]]) -> List[Tuple[str, Optional[List[int]]]]:
@@ -246,7 +248,7 @@ def _cpufreq_sources(root: Root, cpus: List[Dict[str, Any]]) -> List[Tuple[str, 
     Kernels >= 4.x expose ``cpu/cpufreq/policyN`` (one per frequency domain); older ones only
     ``cpuN/cpufreq``. Reading policies avoids resolving one ``cpuN/cpufreq`` symlink per CPU.
     """
-    policies = numbered(root.listdir(CPU_DIR + "/cpufreq"), _POLICY_NAME)
+    policies = numbered(root.subdirs(CPU_DIR + "/cpufreq"), _POLICY_NAME)
     if policies:
         return [(CPU_DIR + "/cpufreq/" + name, None) for _policy, name in policies]
     sources: List[Tuple[str, Optional[List[int]]]] = []
@@ -264,36 +266,38 @@ def _cpufreq_sources(root: Root, cpus: List[Dict[str, Any]]) -> List[Tuple[str, 
 
 def read_cpufreq(root: Root, cpus: List[Dict[str, Any]], warnings: List[str]) -> Dict[str, Any]:
     online = {cpu["id"] for cpu in cpus if cpu["online"]}
-    driver = None
     governors: Dict[str, List[int]] = {}
-    available: List[str] = []
     epp: Dict[str, List[int]] = {}
-    available_epp: Optional[List[str]] = None
-    for rel, owned in _cpufreq_sources(root, cpus):
-        texts = root.read_attrs(rel, _POLICY_FILES)
+    sources = _cpufreq_sources(root, cpus)
+    per_policy = root.read_attrs_many([rel for rel, _owned in sources], _POLICY_FILES)
+    for (rel, owned), ((affected, governor, preference), _mode) in zip(sources, per_policy):
         if owned is None:
-            owned = cpulist_or_none(texts["affected_cpus"] or texts["related_cpus"], rel + "/affected_cpus",
-                                    warnings) or []
+            related = affected or root.read(rel + "/related_cpus")
+            owned = cpulist_or_none(related, rel + "/affected_cpus", warnings) or []
             owned = [c for c in owned if c in online] or owned
-        if driver is None and texts["scaling_driver"]:
-            driver = texts["scaling_driver"]
-        if texts["scaling_governor"]:
-            governors.setdefault(texts["scaling_governor"], []).extend(owned)
-        for gov in (texts["scaling_available_governors"] or "").split():
-            if gov not in available:
-                available.append(gov)
-        if texts["energy_performance_preference"]:
-            epp.setdefault(texts["energy_performance_preference"], []).extend(owned)
-        if available_epp is None and texts["energy_performance_available_preferences"]:
-            available_epp = texts["energy_performance_available_preferences"].split()
+        if governor:
+            governors.setdefault(governor, []).extend(owned)
+        if preference:
+            epp.setdefault(preference, []).extend(owned)
+    driver_texts: Dict[str, Optional[str]] = dict.fromkeys(_DRIVER_FILES)
+    for rel, _owned in sources:
+        missing = [name for name in _DRIVER_FILES if not driver_texts[name]]
+        if not missing:
+            break
+        driver_texts.update((k, v) for k, v in root.read_attrs(rel, missing).items() if v)
+    available: List[str] = []
+    for gov in (driver_texts["scaling_available_governors"] or "").split():
+        if gov not in available:
+            available.append(gov)
+    preferences = driver_texts["energy_performance_available_preferences"]
     boost = parse_int(root.read(CPU_DIR + "/cpufreq/boost"))
     return {
-        "driver": driver,
+        "driver": driver_texts["scaling_driver"] or None,
         "governors": {gov: sorted(set(c)) for gov, c in sorted(governors.items())},
         "available_governors": available,
         "amd_pstate_status": root.read(CPU_DIR + "/amd_pstate/status"),
         "epp": {value: sorted(set(c)) for value, c in sorted(epp.items())} if epp else None,
-        "available_epp": available_epp,
+        "available_epp": preferences.split() if preferences else None,
         "boost": boost,
     }
 
@@ -301,23 +305,30 @@ def read_cpufreq(root: Root, cpus: List[Dict[str, Any]], warnings: List[str]) ->
 # --------------------------------------------------------------------------------------------- cpuidle
 def read_cpuidle(root: Root, cpus: List[Dict[str, Any]]) -> Dict[str, Any]:
     """Idle states per CPU. cpuidle registers every CPU or none, so a first online CPU without states
-    ends the walk (a node without cpuidle costs one failed listing, not one per CPU)."""
-    states: Dict[int, Dict[str, Any]] = {}
+    ends the walk (a node without cpuidle costs one failed listing, not one per CPU).
+
+    The state directories are listed with ``subdirs`` (their resolution comes free with the listing) and their
+    ``disable`` files are read in one batch; a state's ``name`` is read from the first CPU that has it (the names
+    belong to the cpuidle driver, one for the whole kernel): a 384-CPU node has ~1,150 of each."""
+    listed: List[Tuple[int, int, str]] = []  # (cpu, state index, state directory)
     for cpu in cpus:
         if not cpu["online"]:
             continue
         rel = "%s/cpu%d/cpuidle" % (CPU_DIR, cpu["id"])
-        found = numbered(root.listdir(rel), _STATE_NAME)
-        if not found and not states:
+        found = numbered(root.subdirs(rel), _STATE_NAME)
+        if not found and not listed:
             break
-        for index, name in found:
-            texts = root.read_attrs(rel + "/" + name, ("name", "disable"))
-            state = states.setdefault(index, {"index": index, "name": texts["name"], "disabled_cpus": [],
-                                              "cpus_with_state": []})
-            if state["name"] is None:
-                state["name"] = texts["name"]
-            state["cpus_with_state"].append(cpu["id"])
-            if texts["disable"] == "1":
-                state["disabled_cpus"].append(cpu["id"])
+        listed.extend((cpu["id"], index, rel + "/" + name) for index, name in found)
+    states: Dict[int, Dict[str, Any]] = {}
+    disables = root.read_attrs_many([path for _cpu, _index, path in listed], ("disable",))
+    for (cpu_id, index, path), ((disable,), _mode) in zip(listed, disables):
+        state = states.get(index)
+        if state is None:
+            state = states[index] = {"index": index, "name": None, "disabled_cpus": [], "cpus_with_state": []}
+        if state["name"] is None:
+            state["name"] = root.read(path + "/name")
+        state["cpus_with_state"].append(cpu_id)
+        if disable == "1":
+            state["disabled_cpus"].append(cpu_id)
     driver = root.read(CPU_DIR + "/cpuidle/current_driver")
     return {"driver": driver, "states": [states[i] for i in sorted(states)]}

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""nodetune's benchmarks in one run: fleet cost against ping, discovery against hwloc, planner scaling.
+
+Run from the repository root (after ``scripts/bootstrap.sh``)::
+
+    .venv/bin/python bench/run.py            # the full run (docs/benchmarks.md): ~15 min on 2 busy cores
+    .venv/bin/python bench/run.py --quick    # smoke run: N=1, one repetition, one real capture (~1 min)
+
+Options: ``--only fleet,discovery,planner``, ``--nodes 1,8,32,64``, ``--repeat N`` (rounds for all three),
+``--mitogen auto|yes|no``, ``--json FILE`` (every figure, for docs/benchmarks.md).
+
+Each part compares side by side in one run, interleaved, medians of several runs, ratios rather than absolute
+times (the machines are shared and noisy); the load average is printed before each part. The last lines are
+the ratio lines with their targets (issue 8):
+
+- ``ratio fleet[...]``: site.yml <= 4x and a no-op rerun <= 3x a one-task ping playbook over the same nodes;
+- ``ratio discovery ...``: ``nodetune discover --root DIR --json`` <= 2x ``lstopo --input DIR``;
+- ``ratio planner ...``: plan() under 50 ms at 1,152 CPUs and ~4,000 IRQs, growing linearly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+import discovery  # noqa: E402
+import fleet_cost  # noqa: E402
+import plan_scaling  # noqa: E402
+
+PARTS = ("fleet", "discovery", "planner")
+
+
+def parse_parts(text: str) -> list[str]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown or not parts:
+        raise argparse.ArgumentTypeError(f"--only takes {', '.join(PARTS)} (comma-separated), got {text!r}")
+    return parts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: fleet N=1, one repetition, discovery on one small capture and the lab nodes")
+    parser.add_argument("--only", type=parse_parts, default=list(PARTS), help="parts to run (default: all)")
+    parser.add_argument("--nodes", type=fleet_cost.parse_sizes, help="fleet sizes (default 1,8,32,64; quick: 1)")
+    parser.add_argument("--repeat", type=int, help="repetitions (default: fleet 3, discovery 7, planner 7; quick 1)")
+    parser.add_argument("--mitogen", choices=("auto", "yes", "no"), default="auto",
+                        help="fleet also with mitogen's strategy: where installed (auto), always, never")
+    parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
+    args = parser.parse_args(argv)
+
+    sizes = args.nodes or ([1] if args.quick else list(fleet_cost.DEFAULT_SIZES))
+    repeat = args.repeat if args.repeat is not None else (1 if args.quick else None)
+    started = time.monotonic()
+    info = _common.machine()
+    print(_common.machine_text(info), flush=True)
+    results: dict = {"machine": info, "quick": args.quick}
+    ratio_lines: list[str] = []
+    if "planner" in args.only:
+        results["planner"] = plan_scaling.run(max(1, repeat or 7), ratio_lines)
+    if "discovery" in args.only:
+        results["discovery"] = discovery.run(max(1, repeat or 7), args.quick, ratio_lines)
+    if "fleet" in args.only:
+        print(f"\nfleet: sizes {','.join(map(str, sizes))}; {_common.load_text()}", flush=True)
+        results["fleet"] = fleet_cost.run(sizes, max(1, repeat or 3), args.mitogen, None, False, ratio_lines)
+    results["load_average_after"] = [round(x, 2) for x in _common.load_average()]
+    results["duration_s"] = round(time.monotonic() - started, 1)
+    print(f"\nsummary ({results['duration_s']:.0f} s; {_common.load_text()}):")
+    for line in ratio_lines:
+        print(line)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"figures written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Controller side of nodetune.instinct.verify: the area variables gathered inside the one task, the report written
+by the controller.
+
+Why an action plugin (the same reason as the tune action, whose collection code this reuses): at fleet scale every
+task costs a worker process per host, and a large value templated per host costs more. Measured on 8 simulated
+nodes, the area roles' argument-spec validation and set_fact (sixteen tasks per host) and the per-host copy of
+a 0.3-0.5 MB JSON report (a templated ``to_nice_json`` then a copy module call) cost more than the verify module.
+
+- ``areas`` / ``bios`` not given: gathered from each area role's namespace over its defaults and validated against
+  its ``meta/argument_specs.yml``, exactly as the tune action does. The tags that select every area are those the
+  area roles' tasks carry, ``all``, ``apply`` and ``verify`` (``--tags nvme`` verifies only the nvme area). Unlike
+  the tune action, a run whose tags select no area still verifies the layout, BIOS-level and health checks: a
+  verify run never skips a node silently. A disabled bios_check role (``nodetune_bios_check_enabled: false``) is
+  passed as such: the verify module, unlike tune, runs the BIOS-level checks on an empty mapping.
+- ``report_file`` (not sent to the node): a path on the controller where the node's JSON report is written
+  (``to_nice_json(sort_keys=false)`` and a newline, as the verify role used to write it), in check mode too: a
+  report is a controller file, not a node change.
+- Transport: the module is asked for ``findings_format: json`` (the findings as one JSON text, the report without
+  them), and this plugin puts the decoded list back into ``findings`` and ``report``: returning 1,700 findings as
+  dicts cost ~0.2 s CPU per node (Ansible walks every value of a result to hide no_log values, then encodes it).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import tempfile
+
+from ansible.errors import AnsibleError
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.nodetune.instinct.plugins.action.tune import BIOS_ROLE, RoleVariablesError, selected
+from ansible_collections.nodetune.instinct.plugins.action.tune import ActionModule as TuneAction
+
+
+class ActionModule(TuneAction):
+    TRANSFERS_FILES = False
+    _requires_connection = True
+    MODULE_NAME = "nodetune.instinct.verify"
+    ALL_TAGS = ("all", "apply", "verify")  # the tags the area roles' own tasks carry
+
+    def _collect(self, args, task_vars):
+        collected, errors = super(ActionModule, self)._collect(args, task_vars)
+        if "bios" not in args and not collected.get("bios"):
+            # The tune module skips the BIOS-level checks on an empty mapping, verify runs them with their defaults:
+            # a disabled bios_check role must say so, as the role's own set_fact passes its toggle.
+            role, _pattern = BIOS_ROLE
+            if selected(role, task_vars, self.ALL_TAGS) and self._find_role(role, task_vars, required=False):
+                collected["bios"] = {"nodetune_bios_check_enabled": False}
+        return collected, errors
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = ActionBase.run(self, tmp, task_vars)
+        del tmp
+        args = dict(self._task.args)
+        report_file = args.pop("report_file", None)
+        if "areas" not in args or "bios" not in args:
+            try:
+                collected, errors = self._collect(args, task_vars)
+            except RoleVariablesError as exc:
+                result.update(failed=True, msg="nodetune: %s" % exc)
+                return result
+            if errors:
+                result.update(failed=True, errors=errors,
+                              msg="nodetune refused the role variables, nothing was sent to the node: "
+                                  + "; ".join(errors))
+                return result
+            args.update(collected)
+        compact = "findings_format" not in args and not self._task.async_val  # async_status would see the text
+        if compact:
+            args["findings_format"] = "json"
+        result.update(self._execute_module(module_name=self.MODULE_NAME, module_args=args, task_vars=task_vars))
+        if compact:
+            expand_findings(result)
+        report = result.get("report")
+        if report_file and isinstance(report, dict) and not result.get("failed"):
+            try:
+                write_report(report_file, report)
+            except (IOError, OSError) as exc:
+                result.update(failed=True, msg="nodetune verify: the report %s could not be written on the "
+                                               "controller: %s" % (report_file, exc))
+        return result
+
+
+def expand_findings(result):
+    """The module's JSON text of findings back into one list, shared by ``findings`` and ``report``."""
+    text = result.get("findings")
+    if not isinstance(text, str):
+        return
+    try:
+        findings = json.loads(text)
+    except ValueError as exc:
+        raise AnsibleError("nodetune verify returned findings that are not valid JSON: %s" % exc) from None
+    result["findings"] = findings
+    if isinstance(result.get("report"), dict):
+        report = dict(result["report"])
+        report["findings"] = findings
+        # the report's key order, as the module builds it: findings right after summary
+        result["report"] = dict((k, report[k]) for k in _ordered_keys(report))
+
+
+def _ordered_keys(report):
+    keys = [k for k in report if k != "findings"]
+    position = keys.index("summary") + 1 if "summary" in keys else len(keys)
+    return keys[:position] + ["findings"] + keys[position:]
+
+
+def write_report(path, report):
+    """Atomically write the report as the verify role's ``to_nice_json(sort_keys=false)`` did, mode 0644."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    text = json.dumps(report, indent=4, sort_keys=False, separators=(",", ": ")) + "\n"
+    handle, tmp = tempfile.mkstemp(prefix=".nodetune-report-", dir=directory)
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

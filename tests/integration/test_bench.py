@@ -1,0 +1,60 @@
+"""The benchmark command's smoke mode: ``bench/run.py --quick`` runs every part and prints its ratio lines.
+
+Benchmarks are not CI tests (timings on shared machines are noise), so nothing here asserts a duration or a
+verdict: only that each comparison ran side by side and printed its ratios, with the machine and its load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import realdata
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+VERDICT = r"(?:OK|OVER)"
+
+
+def test_quick_run_prints_every_ratio_line(tmp_path: Path) -> None:
+    figures = tmp_path / "figures.json"
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--mitogen", "no",
+                           "--json", str(figures)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-3000:] + proc.stderr[-3000:]
+    lines = out.splitlines()
+
+    assert re.search(r"^machine: \d+ CPUs, .+; load average ", out, re.M)
+    summary = lines[next(i for i, line in enumerate(lines) if line.startswith("summary ("))]
+    assert "load average" in summary
+
+    expected = [
+        rf"ratio fleet\[stock\] N=1 site: {NUMBER}x ping wall, {NUMBER}x ping CPU \(target <= 4x\): {VERDICT}",
+        rf"ratio fleet\[stock\] N=1 site \(no-op\): {NUMBER}x ping wall, {NUMBER}x ping CPU \(target <= 3x\): "
+        rf"{VERDICT}",
+        rf"ratio discovery simulated mi250: {NUMBER}x lstopo wall, {NUMBER}x lstopo CPU \(target <= 2x\): {VERDICT}",
+        rf"ratio discovery simulated mi300x: {NUMBER}x lstopo wall, {NUMBER}x lstopo CPU \(target <= 2x\): {VERDICT}",
+        rf"ratio planner: largest plan\(\) {NUMBER} ms CPU median \(1152 CPUs, \d+ IRQs; target < 50 ms\): {VERDICT}",
+        rf"ratio planner growth: time per CPU \+ IRQ x{NUMBER} from 64 to 1152 CPUs .*: {VERDICT}",
+    ]
+    if realdata.real_available():
+        expected.append(rf"ratio discovery real hwloc-opteron: {NUMBER}x lstopo wall, .*: {VERDICT}")
+    summary_lines = lines[lines.index(summary) + 1:]
+    for pattern in expected:
+        assert any(re.fullmatch(pattern, line) for line in summary_lines), f"no summary line matches {pattern}\n{out}"
+
+    data = json.loads(figures.read_text())
+    assert data["quick"] is True and data["machine"]["nproc"] >= 1
+    assert set(data["fleet"]["strategies"]["stock"]["1"]) == {"ping", "site", "site (no-op)", "apply (no-op)"}
+    roots = {r["root"] for r in data["discovery"]["roots"]}
+    assert {"simulated mi250", "simulated mi300x"} <= roots
+    assert data["planner"]["cases"][-1]["cpus"] >= 384
