@@ -243,6 +243,77 @@ def report(count: int, strategy: str, series: dict[str, _common.Series]) -> tupl
     return text, lines, figures
 
 
+# --------------------------------------------------------------------------------------------- what bounds it
+def module_costs(fleet: Fleet, rounds: int) -> dict[str, _common.Series]:
+    """CPU of the module processes alone, per call, on one node of each spec: ping's, tune's on a fresh node (the
+    writes), tune's and verify's on a tuned node (a no-op). Each is the AnsiballZ file Ansible ran (kept with
+    ANSIBLE_KEEP_REMOTE_FILES), run again as is, so it includes the interpreter start, the unpacking and the
+    imports Ansible compiles at every call (AnsiballZ has no bytecode cache). What the controller adds per task is
+    the rest of a ping run's cost per node."""
+    import glob
+
+    env = dict(playbook_env("stock"), ANSIBLE_KEEP_REMOTE_FILES="1")
+    series: dict[str, _common.Series] = {}
+    for node in {n.spec: n for n in reversed(fleet.nodes)}.values():
+        remote_tmp = fleet.workdir / "remote-tmp" / node.spec
+        shutil.rmtree(remote_tmp, ignore_errors=True)
+        inventory = fleet.workdir / f"hosts-{node.name}.yml"
+        inventory.write_text(json.dumps({"all": {"hosts": {node.name: {
+            "nodetune_root": str(node.path), "nodetune_sim_spec": str(SPEC_DIR / f"{node.spec}.yml")}}, "vars": {
+            "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+            "ansible_remote_tmp": str(remote_tmp)}}}))
+        restore(node.path, fleet.templates[node.spec], fleet.manifests[node.spec])
+        for playbook in (str(fleet.workdir / "ping.yml"), "site.yml"):
+            run_playbook(inventory, playbook, env, f"module files ({node.spec})")
+        files = {}
+        for module in ("ping", "tune", "verify"):
+            found = sorted(glob.glob(str(remote_tmp / "ansible-tmp-*" / f"AnsiballZ_{module}.py")))
+            if not found:
+                raise SystemExit(f"no AnsiballZ_{module}.py kept under {remote_tmp}")
+            files[module] = found[0]
+
+        def call(module: str, fresh: bool = False, spec: str = node.spec, path: Path = node.path,
+                 files: dict[str, str] = files) -> _common.Sample:
+            if fresh:
+                restore(path, fleet.templates[spec], fleet.manifests[spec])
+            sample = _common.run_timed([sys.executable, files[module]], cwd=path.parent)
+            if sample.returncode != 0 or '"failed": true' in sample.stdout:
+                raise SystemExit(f"{files[module]} failed:\n{sample.stdout[-2000:]}{sample.stderr[-2000:]}")
+            return sample
+
+        cases = [(f"{node.spec} ping", lambda call=call: call("ping")),
+                 (f"{node.spec} tune (fresh node)", lambda call=call: call("tune", fresh=True)),
+                 (f"{node.spec} tune (no-op)", lambda call=call: call("tune")),
+                 (f"{node.spec} verify", lambda call=call: call("verify"))]
+        series.update(_common.interleaved(cases, rounds, rotate=False))
+        shutil.rmtree(remote_tmp, ignore_errors=True)
+        restore(node.path, fleet.templates[node.spec], fleet.manifests[node.spec])
+    return series
+
+
+def bound_report(costs: dict[str, _common.Series], ping_task_cpu: float) -> tuple[str, dict]:
+    """The module processes' CPU per call, and what two module calls per node must cost at least."""
+    rows, figures = [], {}
+    for name, s in costs.items():
+        rows.append([name, s.wall, s.cpu])
+        figures[name] = {"wall_s": round(s.wall, 3), "cpu_s": round(s.cpu, 3)}
+    text = _common.table(["module process (one call)", "wall s", "cpu s"], rows)
+    specs = sorted({name.split()[0] for name in costs})
+    for spec in specs:
+        ping = costs[f"{spec} ping"].cpu
+        controller = max(ping_task_cpu - ping, 0.0)  # what a task costs the controller per host, beyond the module
+        full = 2 * controller + costs[f"{spec} tune (fresh node)"].cpu + costs[f"{spec} verify"].cpu
+        noop = 2 * controller + costs[f"{spec} tune (no-op)"].cpu + costs[f"{spec} verify"].cpu
+        figures[f"{spec} floor"] = {"controller_cpu_s_per_task": round(controller, 3), "site_cpu_s": round(full, 3),
+                                    "site_x_ping": round(full / ping_task_cpu, 2), "noop_cpu_s": round(noop, 3),
+                                    "noop_x_ping": round(noop / ping_task_cpu, 2)}
+        text += (f"\n{spec}: a ping task costs {ping_task_cpu:.2f} s CPU per node ({ping:.2f} s its module process, "
+                 f"{controller:.2f} s the controller); the two module calls of site.yml alone cost "
+                 f"{full:.2f} s = {full / ping_task_cpu:.1f}x ping on a fresh node, {noop:.2f} s = "
+                 f"{noop / ping_task_cpu:.1f}x ping on a tuned one, before any other task")
+    return text, figures
+
+
 def strategies(choice: str) -> list[str]:
     if choice == "no":
         return ["stock"]
@@ -252,7 +323,7 @@ def strategies(choice: str) -> list[str]:
 
 
 def run(sizes: list[int], rounds: int, mitogen: str, workdir: Path | None, keep: bool,
-        out: list[str] | None = None) -> dict:
+        out: list[str] | None = None, bound: bool = True) -> dict:
     """Measure every fleet size with every strategy; print as it goes; return the figures (and ratio lines in
     ``out``)."""
     folder = workdir or _common.shm_dir("nodetune-fleet-")
@@ -272,6 +343,13 @@ def run(sizes: list[int], rounds: int, mitogen: str, workdir: Path | None, keep:
                 if out is not None:
                     out.extend(lines)
                 results["strategies"][strategy][str(count)] = figures
+        if bound:
+            costs = module_costs(fleet, rounds)
+            largest = results["strategies"]["stock"][str(max(sizes))]["ping"]["cpu_s_per_node"]
+            text, figures = bound_report(costs, largest)
+            print(f"\nfleet: what bounds it (module processes, median of {rounds}; ping task at N={max(sizes)}; "
+                  f"{_common.load_text()})\n{text}", flush=True)
+            results["module_costs"] = figures
         if strategies(mitogen) == ["stock"] and mitogen != "no":
             note = "fleet: mitogen not installed, stock strategy only (pip install mitogen==0.3.54 to compare)"
             print(note)
@@ -304,9 +382,10 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, help="keep the nodes here (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="do not delete the temporary folder")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument("--no-bound", action="store_true", help="skip timing the module processes alone")
     args = parser.parse_args()
     print(_common.machine_text(_common.machine()))
-    results = run(args.nodes, max(1, args.repeat), args.mitogen, args.workdir, args.keep)
+    results = run(args.nodes, max(1, args.repeat), args.mitogen, args.workdir, args.keep, bound=not args.no_bound)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     return 0

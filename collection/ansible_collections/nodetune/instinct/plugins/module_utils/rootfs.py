@@ -313,7 +313,7 @@ class Root(object):
         """
         try:
             data = self._read_bytes(rel)
-        except (OSError, PathEscapeError):
+        except (OSError, ValueError, PathEscapeError):  # ValueError: a NUL byte in a path on the host
             return default
         text = data.decode("utf-8", "replace")
         if "\r" in text:  # universal newlines, as open() in text mode gave
