@@ -103,10 +103,19 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     allowed = re.compile(r"^(sys/block/nvme|etc/udev/rules\.d|etc/modprobe\.d|var/lib/nodetune|var/lib$|var$|etc$)")
     assert [p for p in touched if not allowed.match(p)] == []
 
-    # site.yml: the lab tree exists (no rebuild), apply the rest, verify
+    # site.yml: the lab tree exists (no rebuild: the build play matches no host), apply the rest, verify in the
+    # same module call (one module call for the node in the whole run)
     site = ok(playbook(inventory, "site.yml"))
-    assert "skipping: [node1]" in site.stdout.split("TASK [Build, reboot or remove the simulated node tree]")[1][:300]
+    assert "skipping: no hosts matched" in site.stdout.split("PLAY [Build simulated nodes]")[1][:300]
     assert recap(site, "node1")["changed"] >= 1
+    assert re.findall(r"^TASK \[([^\]]+)\]", site.stdout, re.M) == [
+        "Group the lab nodes whose tree is missing (or that are to be rebuilt, rebooted or removed)",
+        "tune : Tune the node in one call (discover, plan, apply; and verify with nodetune_tune_verify)",
+        "tune : Summarise the run across the nodes", "verify : Create the report directory on the controller",
+        "verify : Write the fleet JUnit XML and summary on the controller", "verify : Fleet summary"]
+    node_report = json.loads((tmp_path / "reports" / "nodes" / "node1.json").read_text())
+    assert {f["id"] for f in node_report["findings"]} >= {"cpu.governor", "smt.siblings_offline", "ib.mtu"}
+    assert not [f for f in node_report["findings"] if f["source"] == "setting" and f["status"] == "drift"]
     tuned = tree_digest(node)
     cpu = node / "sys/devices/system/cpu"
     assert (cpu / "cpu32/online").read_text().strip() == "0"  # secondary thread of core 0 (siblings N, N+32)
@@ -122,6 +131,20 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     again = ok(playbook(inventory, "site.yml"))
     assert recap(again, "node1")["changed"] == 0
     assert tree_digest(node) == tuned
+
+    # drift injected: verify.yml alone finds it, and with nodetune_verify_fail_on_drift the host fails after its
+    # report is written, counted as drifted (not as failed) in the fleet summary
+    (node / "proc/sys/kernel/numa_balancing").write_text("1\n")
+    audit = playbook(inventory, "playbooks/verify.yml", "-e", "nodetune_verify_fail_on_drift=true")
+    assert audit.returncode != 0 and recap(audit, "node1")["failed"] == 1
+    assert "sysctl.kernel.numa_balancing" in failures(audit.stdout)["node1"]
+    summary = json.loads((tmp_path / "reports" / "summary.json").read_text())
+    assert summary["counts"] == {"clean": 0, "drifted": 1, "failed": 0}
+    assert "sysctl.kernel.numa_balancing" in summary["drifted"]["node1"]
+    drifted = [f for f in json.loads((tmp_path / "reports" / "nodes" / "node1.json").read_text())["findings"]
+               if f["status"] == "drift" and f["source"] == "setting"]
+    assert [f["id"] for f in drifted] == ["sysctl.kernel.numa_balancing"]
+    ok(playbook(inventory, "playbooks/apply.yml", "--tags", "sysctl"))
 
     # revert: the tree as it was before nodetune, byte for byte
     ok(playbook(inventory, "playbooks/revert.yml"))
@@ -148,6 +171,15 @@ CATALOGUE: dict[str, tuple[dict[str, Any], list[str]]] = {
     "path_escape": ({"nodetune_rocm_profile_file": "/etc/profile.d/../../../root/.bashrc"},
                     ["nodetune_rocm_profile_file", "no '..'"]),
     "rccl_name": ({"nodetune_rocm_env": {"RCCL_ALGO": "Ring"}}, ["RCCL_ALGO is read by nothing", "use NCCL_ALGO"]),
+    # the tune role's own variables (the playbooks skip Ansible's validation task: the action plugin validates)
+    "state_bogus": ({"nodetune_state": "applied"}, ["nodetune_state must be one of: present, reverted, got: applied",
+                                                    "(role tune)"]),
+    # site.yml verifies in the same call: the verify role's variables are refused before any write too
+    "health_threshold": ({"nodetune_health_gpu_temp_max_c": "hot"}, ["nodetune_health_gpu_temp_max_c", "hot"]),
+    "verify_misspelt": ({"nodetune_verify_fail_on_drfit": True},
+                        ["nodetune_verify_fail_on_drfit is not a variable of the verify role"]),
+    "waiver_no_reason": ({"nodetune_verify_waivers": [{"id": "bios.iommu", "expires": "2030-01-01"}]},
+                         ["waiver", "reason"]),
 }
 
 
@@ -166,7 +198,7 @@ def test_bad_input_is_refused_before_any_write(tmp_path: Path) -> None:
     before = tree_digest(node)
     hosts = {name: dict(variables, nodetune_root=str(node)) for name, (variables, _) in CATALOGUE.items()}
     inventory = write_inventory(tmp_path, hosts)
-    result = playbook(inventory, "playbooks/apply.yml")
+    result = playbook(inventory, "site.yml")
     assert result.returncode != 0
     messages = failures(result.stdout)
     for host, (_, expected) in CATALOGUE.items():

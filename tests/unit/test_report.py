@@ -168,3 +168,60 @@ def test_filters_collect_hostvars_and_render_the_same_reports() -> None:
         filters.nodetune_verify_results(hostvars, "mi250-01")
     with pytest.raises(AnsibleFilterError, match="expected a mapping of host name"):
         names["nodetune_junit"]([1, 2])
+
+
+def test_a_host_failed_for_its_drift_is_drifted_not_failed() -> None:
+    """nodetune_verify_fail_on_drift fails the host after its report is written: the fleet still counts it as a
+    drifted node with its ids, not as a node verify could not run on."""
+    failed_for_drift = dict(FLEET["mi250-01"], failed=True, failed_on_drift=True, msg="found drift: nvme.scheduler")
+    summary = report.fleet_summary({"mi250-01": failed_for_drift, "mi250-02": FLEET["mi250-02"]})
+    assert summary["drifted"] == {"mi250-01": ["nvme.scheduler"]}
+    assert list(summary["failed"]) == ["mi250-02"]
+
+
+def test_tune_results_hold_the_audit_under_verify() -> None:
+    """site.yml registers the tune result; its audit is read through the dotted var, and a host whose tune task
+    failed (no audit) is reported with the tune task's own message."""
+    from ansible_collections.nodetune.instinct.plugins.filter import report as filters
+
+    hostvars = {
+        "a": {"tune_result": {"changed": True, "actions": [], "verify": FLEET["mi300x-02"]}},
+        "b": {"tune_result": {"failed": True, "msg": "nodetune refused the settings, nothing was written: x"}},
+        "c": {"tune_result": {"changed": False, "actions": []}},  # tuned without verify: no audit to report
+    }
+    collected = filters.nodetune_verify_results(hostvars, ["a", "b", "c"], "tune_result.verify")
+    assert collected["a"] == FLEET["mi300x-02"] and collected["c"] is None
+    summary = report.fleet_summary(collected)
+    assert summary["drifted"] == {"a": ["irq.nic_local", "nvme.scheduler"]}
+    assert summary["failed"]["b"] == "nodetune refused the settings, nothing was written: x"
+    assert "no verify result" in summary["failed"]["c"]
+
+
+def test_apply_summary_counts_nodes_and_changes_by_id() -> None:
+    from ansible_collections.nodetune.instinct.plugins.filter import report as filters
+
+    def action(id_: str, target: str) -> dict:
+        return {"id": id_, "target": target}
+
+    results = {
+        "n1": {"changed": True, "reboot_required": True, "notes": ["rocm_env: not applicable"],
+               "actions": [action("cpu.governor", f"cpu{i}") for i in range(4)] + [action("ib.mtu", "ib0")]},
+        "n2": {"changed": True, "reboot_required": False, "notes": ["rocm_env: not applicable"],
+               "actions": [action("cpu.governor", "cpu0")]},
+        "n3": {"changed": False, "actions": [], "notes": []},
+        "n4": {"failed": True, "msg": "nodetune refused the settings, nothing was written: bad"},
+        "n5": {"changed": True, "failed": True, "failed_on_drift": True, "actions": [action("ib.mtu", "ib0")]},
+        "n6": {"unreachable": True, "msg": "ssh: timeout"},
+    }
+    summary = report.apply_summary(results)
+    assert summary["counts"] == {"changed": 3, "unchanged": 1, "failed": 2}
+    assert summary["changes_by_id"] == [{"id": "cpu.governor", "nodes": 2, "values": 5},
+                                        {"id": "ib.mtu", "nodes": 2, "values": 2}]
+    assert summary["reboot_required"] == ["n1"]
+    assert summary["failed"] == {"n4": "nodetune refused the settings, nothing was written: bad", "n6": "ssh: timeout"}
+    assert summary["notes"] == [{"note": "rocm_env: not applicable", "nodes": 2}]
+    assert summary["text"][0] == "nodetune apply: 6 node(s): 3 changed, 1 unchanged, 2 failed"
+    assert "cpu.governor on 2 node(s) (5 value(s))" in summary["text"][1]
+    hostvars = {host: {"tune_result": result} for host, result in results.items()}
+    assert filters.nodetune_apply_summary(hostvars, sorted(results)) == summary
+    assert report.apply_summary({"r": {"changed": True, "restored": ["a", "b"]}})["restored"] == 2

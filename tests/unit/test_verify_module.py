@@ -253,3 +253,43 @@ def test_tune_with_bios_policy_fail_refuses_before_any_write(tmp_path: Path) -> 
     assert [f["target"] for f in res["bios"]] == ["amd_iommu"]
     assert "BIOS-level check: bios.iommu[amd_iommu]" in res["_output"]  # the warning
     assert tree_digest(dest) == before
+
+
+# ------------------------------------------------------------------------------------------------ tune + verify
+def test_tune_with_verify_audits_the_node_it_just_tuned_in_the_same_call(tmp_path: Path) -> None:
+    """site.yml's one call per node: the audit after a changing apply sees the node as written (rediscovered:
+    siblings offline), equals what the verify module reports on its own, and a bad waiver is refused before any
+    write."""
+    dest = tmp_path / "node"
+    simnode.build(SPEC, str(dest))
+    before = tree_digest(dest)
+    verify_options = {"node_name": "mini300x-01", "health": {},
+                      "waivers": [{"id": "bios.smt", "reason": "lab", "expires": "2999-12-31"}]}
+
+    rc, res = adhoc("nodetune.instinct.tune", {"root": str(dest), "areas": AREAS,
+                                               "verify": dict(verify_options, waivers=[{"id": "bios.smt"}])})
+    assert rc != 0 and "nothing was written" in res["msg"] and "has no reason" in res["msg"]
+    assert tree_digest(dest) == before
+
+    rc, res = adhoc("nodetune.instinct.tune", {"root": str(dest), "areas": AREAS, "verify": verify_options},
+                    check=True)
+    assert rc == 0 and res["changed"] and tree_digest(dest) == before
+    # check mode audits the untouched node: everything the apply would change is drift
+    would_change = {(a["id"], a["target"]) for a in res["actions"]}
+    reported = {(f["id"], f["target"]) for f in res["verify"]["findings"]
+                if f["status"] == "drift" and f["source"] == "setting"}
+    assert ("cpu.governor", "cpu1") in reported and ("cpu.governor", "cpu1") in would_change
+    assert {i for i, _ in reported} == {i for i, _ in would_change}
+
+    rc, res = adhoc("nodetune.instinct.tune", {"root": str(dest), "areas": AREAS, "verify": verify_options})
+    assert rc == 0 and res["changed"]
+    audit = res["verify"]
+    assert audit["changed"] is False and audit["report"]["node"] == "mini300x-01"
+    assert [f for f in audit["findings"] if f["source"] == "setting" and f["status"] == "drift"] == []
+    online = (dest / "sys/devices/system/cpu/cpu16/online").read_text().strip()
+    assert online == "0"  # the sibling of cpu0 went offline, and the audit passed on that node
+    rc, alone = adhoc("nodetune.instinct.verify", {"root": str(dest), "areas": AREAS, **verify_options})
+    assert rc == 0
+    key = ("id", "target", "status", "expected", "actual")
+    assert [tuple(f[k] for k in key) for f in audit["findings"]] == [tuple(f[k] for k in key)
+                                                                     for f in alone["findings"]]

@@ -16,6 +16,14 @@ than the tune module call itself. Here the same work happens on the controller a
   ``--tags nvme`` tunes only the nvme area, ``--skip-tags nvme`` all but it, ``--tags verify`` none (no call).
 - ``areas`` given (e.g. ``nodetune_areas`` built by the area roles' own set_fact when you compose them
   yourself): passed through unchanged.
+- ``verify: true`` (the tune role with ``nodetune_tune_verify``, as site.yml runs it): the node is audited in the
+  same module call right after the apply. The verify role's variables (``nodetune_verify_*``, ``nodetune_health_*``,
+  ``nodetune_report_dir``) are gathered and validated the same way, the waivers file is read here on the
+  controller, and after the call the node's JSON report is written on the controller and, with
+  ``nodetune_verify_fail_on_drift``, the host is failed when it drifts (after its report is written).
+- The variables of the role running the task (``tune`` or ``verify``) are validated here against its own
+  argument spec: the playbooks import the roles with ``rolespec_validate: false``, since Ansible's own validation
+  is one more task, hence one more worker process, per host.
 
 The roles are found next to the role that runs the task (``roles/tune`` -> ``roles/nvme``), else on the
 configured roles path, else in the collection's own ``roles/`` (an installed collection ships them there).
@@ -25,10 +33,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import re
+import tempfile
 
 from ansible import constants as C
+from ansible.errors import AnsibleError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
@@ -51,6 +62,9 @@ AREA_ROLES = (
 )
 BIOS_ROLE = ("bios_check", r"^nodetune_bios_")
 ALL_TAGS = ("all", "apply")
+
+
+VERIFY_ROLE = ("verify", r"^nodetune_(verify|health)_|^nodetune_report_dir$")
 
 
 class RoleVariablesError(Exception):
@@ -81,26 +95,103 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         args = dict(self._task.args)
-        if args.get("state", "present") == "present" and ("areas" not in args or "bios" not in args):
-            try:
-                collected, errors = self._collect(args, task_vars)
-            except RoleVariablesError as exc:
-                result.update(failed=True, msg="nodetune: %s" % exc)
-                return result
-            if errors:
-                result.update(failed=True, errors=errors,
-                              msg="nodetune refused the role variables, nothing was sent to the node: "
-                                  + "; ".join(errors))
-                return result
-            args.update(collected)
-            if not args.get("areas") and not args.get("bios") and not any_selected(task_vars, self.ALL_TAGS):
-                result.update(skipped=True, changed=False,
-                              msg="no nodetune area selected by this run's tags (%s); nothing to do"
-                                  % ", ".join(task_vars.get("ansible_run_tags") or []))
-                return result
+        present = args.get("state", "present") == "present"
+        errors = self._own_role_errors(task_vars)
+        controller = {}
+        try:
+            if present and ("areas" not in args or "bios" not in args):
+                collected, area_errors = self._collect(args, task_vars)
+                errors.extend(area_errors)
+                args.update(collected)
+            verify = args.pop("verify", None)
+            if present and verify is not None and not isinstance(verify, dict) and boolean(verify, strict=False):
+                args["verify"], controller = self._verify_options(task_vars, errors)
+            elif isinstance(verify, dict) and present:
+                args["verify"] = verify
+        except RoleVariablesError as exc:
+            result.update(failed=True, msg="nodetune: %s" % exc)
+            return result
+        if errors:
+            result.update(failed=True, errors=errors,
+                          msg="nodetune refused the role variables, nothing was sent to the node: " + "; ".join(errors))
+            return result
+        if present and not args.get("areas") and not args.get("bios") and not args.get("verify") \
+                and not any_selected(task_vars, self.ALL_TAGS):
+            result.update(skipped=True, changed=False,
+                          msg="no nodetune area selected by this run's tags (%s); nothing to do"
+                              % ", ".join(task_vars.get("ansible_run_tags") or []))
+            return result
+        compact = isinstance(args.get("verify"), dict) and "findings_format" not in args["verify"] \
+            and not self._task.async_val
+        if compact:
+            args["verify"]["findings_format"] = "json"
         result.update(self._execute_module(module_name=self.MODULE_NAME, module_args=args,
                                            task_vars=task_vars))
+        if isinstance(result.get("verify"), dict):
+            if compact:
+                expand_findings(result["verify"])
+            finish_audit(result, result["verify"], controller)
         return result
+
+    # ------------------------------------------------------------------------------------------ own role
+    def _own_role_errors(self, task_vars):
+        """The running role's own variables checked against its argument spec (``main``), as Ansible's validation
+        task would; nothing outside a role, or where Ansible validates anyway."""
+        role = getattr(self._task, "_role", None)
+        role_path = task_vars.get("role_path")
+        if role is None or not role_path or getattr(role, "_should_validate", False):
+            return []
+        spec = self._load(os.path.join(role_path, "meta", "argument_specs.yml")) or {}
+        options = ((spec.get("argument_specs") or {}).get("main") or {}).get("options") or {}
+        values = dict((name, task_vars[name]) for name in options if name in task_vars)
+        return spec_errors(options, self._templar.template(values), os.path.basename(role_path))
+
+    # ------------------------------------------------------------------------------------------ verify
+    def _verify_options(self, task_vars, errors):
+        """The module's ``verify`` mapping and the controller's part (report file, fail on drift) from the verify
+        role's variables over its defaults, validated against its argument spec."""
+        role, pattern = VERIFY_ROLE
+        values = self._role_variables(role, pattern, task_vars, errors, toggle=False)
+        known = self._role_options(role, task_vars)
+        for name in sorted(values):
+            if name not in known:
+                errors.append("%s is not a variable of the verify role (see roles/verify/README.md; known: %s)"
+                              % (name, ", ".join(sorted(n for n in known if n.startswith("nodetune_")))))
+        waivers = list(values.get("nodetune_verify_waivers") or [])
+        if values.get("nodetune_verify_waivers_file"):
+            waivers += self._waivers_file(values["nodetune_verify_waivers_file"])
+        host = task_vars.get("inventory_hostname")
+        module_options = {
+            "health": dict((k, v) for k, v in values.items() if k.startswith("nodetune_health_")),
+            "waivers": waivers,
+            "textfile_path": values.get("nodetune_verify_textfile_path") or None,
+            "node_name": host,
+        }
+        report_file = None
+        if boolean(values.get("nodetune_verify_write_reports", True), strict=False) and host:
+            report_file = os.path.join(str(values.get("nodetune_report_dir")), "nodes", "%s.json" % host)
+        controller = {"report_file": report_file,
+                      "fail_on_drift": boolean(values.get("nodetune_verify_fail_on_drift", False), strict=False)}
+        return module_options, controller
+
+    def _role_options(self, role, task_vars):
+        spec = self._load(os.path.join(self._find_role(role, task_vars), "meta", "argument_specs.yml")) or {}
+        return ((spec.get("argument_specs") or {}).get("main") or {}).get("options") or {}
+
+    def _waivers_file(self, name):
+        """The waivers file, found as ``lookup('file')`` finds it (role files, then the playbook's folder)."""
+        try:
+            path = self._find_needle("files", name)
+            data = self._loader.load_from_file(path)
+        except AnsibleError as exc:
+            raise RoleVariablesError("nodetune_verify_waivers_file=%r cannot be read on the controller: %s"
+                                     % (name, exc)) from None
+        if isinstance(data, dict) and "waivers" in data:
+            data = data["waivers"]
+        if data is not None and not isinstance(data, list):
+            raise RoleVariablesError("nodetune_verify_waivers_file=%r must hold a list of waivers (or a mapping with "
+                                     "a waivers list), got %s" % (name, type(data).__name__))
+        return list(data or [])
 
     # ------------------------------------------------------------------------------------------ collection
     def _collect(self, args, task_vars):
@@ -124,7 +215,7 @@ class ActionModule(ActionBase):
             collected["bios"] = values or {}
         return collected, errors
 
-    def _role_variables(self, role, pattern, task_vars, errors):
+    def _role_variables(self, role, pattern, task_vars, errors, toggle=True):
         """The role's variables for this host (its defaults under the host's values), validated; None if disabled."""
         role_dir = self._find_role(role, task_vars)
         defaults = self._load(os.path.join(role_dir, "defaults", "main.yml")) or {}
@@ -134,16 +225,14 @@ class ActionModule(ActionBase):
         names = set(name for name in task_vars if namespace.search(name)) | set(defaults)
         values = dict((name, task_vars[name] if name in task_vars else defaults[name]) for name in names)
         values = self._templar.template(values)
-        toggle = "nodetune_%s_enabled" % role
+        enabled = "nodetune_%s_enabled" % role
         try:
-            if not boolean(values.get(toggle, True), strict=True):
+            if toggle and not boolean(values.get(enabled, True), strict=True):
                 return None
         except TypeError:
-            errors.append("%s=%r is not valid: expected true or false" % (toggle, values.get(toggle)))
+            errors.append("%s=%r is not valid: expected true or false" % (enabled, values.get(enabled)))
             return None
-        validated = ArgumentSpecValidator(options).validate(
-            dict((k, v) for k, v in values.items() if k in options), validate_role_argument_spec=True)
-        errors.extend("%s (role %s)" % (message, role) for message in validated.error_messages)
+        errors.extend(spec_errors(options, dict((k, v) for k, v in values.items() if k in options), role))
         return values
 
     def _find_role(self, role, task_vars, required=True):
@@ -178,6 +267,33 @@ class ActionModule(ActionBase):
         return data
 
 
+_CONVERSION = re.compile(r"argument '([^']+)' is of type \S+ and we were unable to convert to (\w+)")
+
+
+def spec_errors(options, values, role):
+    """The role's variables checked against its argument spec, as Ansible's validation task would, with the
+    messages made to name the value: Ansible's own type message shows a class name instead of the value."""
+    validated = ArgumentSpecValidator(options).validate(values, validate_role_argument_spec=True)
+    errors = []
+    for message in validated.error_messages:
+        match = _CONVERSION.search(message)
+        if match and match.group(1) in values:
+            message = "%s=%r is not valid: expected a %s" % (match.group(1), _plain(values[match.group(1)]),
+                                                              match.group(2))
+        line = "%s (role %s)" % (message, role)
+        if line not in errors:
+            errors.append(line)
+    return errors
+
+
+def _plain(value):
+    """A tagged string (ansible-core 2.19 data tagging) shown as the plain value it holds."""
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
 def _fast_yaml(path):
     try:
         import yaml
@@ -202,3 +318,65 @@ def _trusted(value):
     if isinstance(value, str):
         return trust_as_template(value)
     return value
+
+
+# --------------------------------------------------------------------------------------------- audit results
+def expand_findings(result):
+    """The module's JSON text of findings back into one list, shared by ``findings`` and ``report``."""
+    text = result.get("findings")
+    if not isinstance(text, str):
+        return
+    try:
+        findings = json.loads(text)
+    except ValueError as exc:
+        raise AnsibleError("nodetune returned verify findings that are not valid JSON: %s" % exc) from None
+    result["findings"] = findings
+    if isinstance(result.get("report"), dict):
+        report = dict(result["report"])
+        report["findings"] = findings
+        # the report's key order, as the module builds it: findings right after summary
+        result["report"] = dict((k, report[k]) for k in _ordered_keys(report))
+
+
+def _ordered_keys(report):
+    keys = [k for k in report if k != "findings"]
+    position = keys.index("summary") + 1 if "summary" in keys else len(keys)
+    return keys[:position] + ["findings"] + keys[position:]
+
+
+def finish_audit(result, audit, controller):
+    """Write the node's report on the controller, then fail the host on drift where asked (``result`` is the task
+    result, ``audit`` the verify result inside it or the same dict). A host failed for drift keeps its report and
+    says so with ``failed_on_drift``, so the fleet reports count it as drifted, not as a node verify could not
+    run on."""
+    report = audit.get("report")
+    if controller.get("report_file") and isinstance(report, dict) and not result.get("failed"):
+        try:
+            write_report(controller["report_file"], report)
+        except (IOError, OSError) as exc:
+            result.update(failed=True, msg="nodetune verify: the report %s could not be written on the "
+                                           "controller: %s" % (controller["report_file"], exc))
+            return
+    if controller.get("fail_on_drift") and audit.get("drift") and not result.get("failed"):
+        ids = ((audit.get("summary") or {}).get("drift_ids")) or []
+        where = " (details in %s)" % controller["report_file"] if controller.get("report_file") else ""
+        result.update(failed=True, failed_on_drift=True,
+                      msg="nodetune verify found drift: %s%s" % (", ".join(ids), where))
+
+
+def write_report(path, report):
+    """Atomically write the report as ``to_nice_json(sort_keys=false)`` would, mode 0644."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    text = json.dumps(report, indent=4, sort_keys=False, separators=(",", ": ")) + "\n"
+    handle, tmp = tempfile.mkstemp(prefix=".nodetune-report-", dir=directory)
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

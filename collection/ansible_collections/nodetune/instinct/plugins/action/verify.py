@@ -18,6 +18,12 @@ a 0.3-0.5 MB JSON report (a templated ``to_nice_json`` then a copy module call) 
 - ``report_file`` (not sent to the node): a path on the controller where the node's JSON report is written
   (``to_nice_json(sort_keys=false)`` and a newline, as the verify role used to write it), in check mode too: a
   report is a controller file, not a node change.
+- ``role_variables: true`` (the verify role): the verify role's own variables - health thresholds, waivers (the
+  waivers file read here on the controller), the Prometheus textfile, the report file under
+  ``nodetune_report_dir`` and ``nodetune_verify_fail_on_drift`` - are gathered over its defaults and validated, as
+  the tune action gathers them for ``verify: true``. Options given in the task win.
+- ``fail_on_drift`` (not sent to the node): the host fails when it drifts, after its report is written, with
+  ``failed_on_drift: true`` in the result so that the fleet reports count it as drifted.
 - Transport: the module is asked for ``findings_format: json`` (the findings as one JSON text, the report without
   them), and this plugin puts the decoded list back into ``findings`` and ``report``: returning 1,700 findings as
   dicts cost ~0.2 s CPU per node (Ansible walks every value of a result to hide no_log values, then encodes it).
@@ -27,16 +33,21 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
-import os
-import tempfile
-
-from ansible.errors import AnsibleError
-
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.nodetune.instinct.plugins.action.tune import BIOS_ROLE, RoleVariablesError, selected
+from ansible_collections.nodetune.instinct.plugins.action.tune import (
+    BIOS_ROLE,
+    RoleVariablesError,
+    expand_findings,
+    finish_audit,
+    selected,
+    write_report,
+)
 from ansible_collections.nodetune.instinct.plugins.action.tune import ActionModule as TuneAction
+
+__all__ = ["ActionModule", "expand_findings", "write_report"]
+CONTROLLER_OPTIONS = ("report_file", "fail_on_drift", "role_variables")
 
 
 class ActionModule(TuneAction):
@@ -60,71 +71,33 @@ class ActionModule(TuneAction):
         result = ActionBase.run(self, tmp, task_vars)
         del tmp
         args = dict(self._task.args)
-        report_file = args.pop("report_file", None)
-        if "areas" not in args or "bios" not in args:
-            try:
-                collected, errors = self._collect(args, task_vars)
-            except RoleVariablesError as exc:
-                result.update(failed=True, msg="nodetune: %s" % exc)
-                return result
-            if errors:
-                result.update(failed=True, errors=errors,
-                              msg="nodetune refused the role variables, nothing was sent to the node: "
-                                  + "; ".join(errors))
-                return result
-            args.update(collected)
+        controller = dict((name, args.pop(name)) for name in CONTROLLER_OPTIONS if name in args)
+        errors = self._own_role_errors(task_vars)
+        try:
+            if boolean(controller.pop("role_variables", False), strict=False):
+                options, from_role = self._verify_options(task_vars, errors)
+                for name, value in options.items():
+                    args.setdefault(name, value)
+                for name, value in from_role.items():
+                    controller.setdefault(name, value)
+            if "areas" not in args or "bios" not in args:
+                collected, area_errors = self._collect(args, task_vars)
+                errors.extend(area_errors)
+                args.update(collected)
+        except RoleVariablesError as exc:
+            result.update(failed=True, msg="nodetune: %s" % exc)
+            return result
+        if errors:
+            result.update(failed=True, errors=errors,
+                          msg="nodetune refused the role variables, nothing was sent to the node: " + "; ".join(errors))
+            return result
+        if "fail_on_drift" in controller:
+            controller["fail_on_drift"] = boolean(controller["fail_on_drift"], strict=False)
         compact = "findings_format" not in args and not self._task.async_val  # async_status would see the text
         if compact:
             args["findings_format"] = "json"
         result.update(self._execute_module(module_name=self.MODULE_NAME, module_args=args, task_vars=task_vars))
         if compact:
             expand_findings(result)
-        report = result.get("report")
-        if report_file and isinstance(report, dict) and not result.get("failed"):
-            try:
-                write_report(report_file, report)
-            except (IOError, OSError) as exc:
-                result.update(failed=True, msg="nodetune verify: the report %s could not be written on the "
-                                               "controller: %s" % (report_file, exc))
+        finish_audit(result, result, controller)
         return result
-
-
-def expand_findings(result):
-    """The module's JSON text of findings back into one list, shared by ``findings`` and ``report``."""
-    text = result.get("findings")
-    if not isinstance(text, str):
-        return
-    try:
-        findings = json.loads(text)
-    except ValueError as exc:
-        raise AnsibleError("nodetune verify returned findings that are not valid JSON: %s" % exc) from None
-    result["findings"] = findings
-    if isinstance(result.get("report"), dict):
-        report = dict(result["report"])
-        report["findings"] = findings
-        # the report's key order, as the module builds it: findings right after summary
-        result["report"] = dict((k, report[k]) for k in _ordered_keys(report))
-
-
-def _ordered_keys(report):
-    keys = [k for k in report if k != "findings"]
-    position = keys.index("summary") + 1 if "summary" in keys else len(keys)
-    return keys[:position] + ["findings"] + keys[position:]
-
-
-def write_report(path, report):
-    """Atomically write the report as the verify role's ``to_nice_json(sort_keys=false)`` did, mode 0644."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    text = json.dumps(report, indent=4, sort_keys=False, separators=(",", ": ")) + "\n"
-    handle, tmp = tempfile.mkstemp(prefix=".nodetune-report-", dir=directory)
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -49,7 +49,8 @@ def nodetune_verify_results(hostvars: Any, hosts: List[str], var: str = DEFAULT_
             except KeyError:
                 out[str(host)] = None
                 continue
-            result = host_vars.get(var) if hasattr(host_vars, "get") else None
+            name, _dot, inner = var.partition(".")
+            result = _nested(host_vars.get(name), inner) if hasattr(host_vars, "get") else None
             out[str(host)] = _plain(result) if result is not None else None
         else:
             out[str(host)] = result  # stored data, plain already: never mutated here, so not copied
@@ -76,8 +77,24 @@ def _raw_result(hostvars: Any, host: str, var: str) -> Any:
         return _TEMPLATED
     if not isinstance(host_vars, Mapping):
         return None  # an undefined host (hostvars hands out an undefined marker)
-    result = host_vars.get(var)
-    return _TEMPLATED if isinstance(result, str) else result
+    name, _dot, inner = var.partition(".")
+    result = host_vars.get(name)
+    if isinstance(result, str):
+        return _TEMPLATED
+    return _nested(result, inner)
+
+
+def _nested(result: Any, path: str) -> Any:
+    """``tune_result.verify``: the audit inside the tune result. A task result without it (the tune failed, was
+    skipped or the host was unreachable) is returned whole, so the host is reported with that task's message."""
+    for key in path.split(".") if path else []:
+        if not isinstance(result, Mapping):
+            return None
+        if key not in result:
+            failed = result.get("failed") or result.get("unreachable") or result.get("skipped")
+            return result if failed else None
+        result = result[key]
+    return result
 
 
 def nodetune_fleet_reports(hostvars: Any, hosts: List[str], var: str = DEFAULT_VAR,
@@ -111,6 +128,12 @@ def nodetune_prometheus(findings: Any, timestamp: Optional[float] = None) -> str
     return _report.prometheus_text(_plain(findings), timestamp=timestamp)
 
 
+def nodetune_apply_summary(hostvars: Any, hosts: List[str], var: str = "tune_result", top: int = 10) -> Dict[str, Any]:
+    """The fleet's tune results summarised, read straight from ``hostvars`` (as stored, where ansible-core
+    allows: a tune result with its diff and actions is large)."""
+    return _report.apply_summary(nodetune_verify_results(hostvars, hosts, var), top=int(top))
+
+
 class FilterModule(object):
     """nodetune.instinct verify report filters."""
 
@@ -121,4 +144,5 @@ class FilterModule(object):
             "nodetune_fleet_summary": nodetune_fleet_summary,
             "nodetune_prometheus": nodetune_prometheus,
             "nodetune_fleet_reports": nodetune_fleet_reports,
+            "nodetune_apply_summary": nodetune_apply_summary,
         }

@@ -4,8 +4,8 @@
 """One node, end to end, in one process: discover -> plan -> desired Settings.
 
 The tune and verify modules both start here, so that a whole site.yml costs one module call per node for apply and
-one for verify (fleet cost is dominated by module round trips), and so that apply and verify compute the desired
-state with the very same code from the very same inputs.
+verify together (fleet cost is dominated by module round trips: the tune module audits in the same process), and so
+that apply and verify compute the desired state with the very same code from the very same inputs.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def node_outcome(result: Any) -> Tuple[str, Optional[Dict[str, Any]], str]:
         return "failed", None, "no verify result (host unreachable or skipped before verify ran)"
     if result.get("unreachable"):
         return "failed", None, "unreachable: %s" % result.get("msg", "")
-    if result.get("failed"):
+    if result.get("failed") and not result.get("failed_on_drift"):  # failed for its drift: a drifted node
         return "failed", None, str(result.get("msg") or "verify failed")
     if result.get("skipped"):
         return "failed", None, "verify was skipped on this host (%s)" % result.get("skip_reason", "condition")
@@ -211,3 +211,73 @@ def summary_lines(summary: Dict[str, Any], names: int = 8) -> List[str]:
             "%s (%d node%s)" % (item["id"], item["nodes"], "" if item["nodes"] == 1 else "s")
             for item in summary["top_drift_ids"]))
     return lines
+
+
+# ------------------------------------------------------------------------------------------------ apply summary
+def apply_summary(results: Dict[str, Any], top: int = 10, names: int = 8) -> Dict[str, Any]:
+    """The fleet's tune results in a few lines: nodes changed, unchanged, failed; changes by id (nodes, values);
+    reboots required; notes with how many nodes gave them. One summary per run instead of one per host: at fleet
+    scale a per-host task costs a worker process per host, and a thousand summaries are not read."""
+    changed: List[str] = []
+    unchanged: List[str] = []
+    failed: Dict[str, str] = {}
+    reboot: List[str] = []
+    restored = 0
+    by_id: Dict[str, List[int]] = {}
+    notes: Dict[str, int] = {}
+    for host in sorted(results):
+        result = results[host]
+        if not isinstance(result, dict) or result.get("unreachable") or result.get("skipped"):
+            failed[host] = "no tune result (unreachable or skipped)" if not isinstance(result, dict) else str(
+                result.get("msg") or ("unreachable" if result.get("unreachable") else "skipped"))
+            continue
+        if result.get("failed") and not result.get("failed_on_drift"):
+            failed[host] = str(result.get("msg") or "tune failed")
+            continue
+        (changed if result.get("changed") else unchanged).append(host)
+        if result.get("reboot_required"):
+            reboot.append(host)
+        restored += len(result.get("restored") or [])
+        seen = set()
+        for action in result.get("actions") or []:
+            entry = by_id.setdefault(str(action.get("id")), [0, 0])
+            entry[1] += 1
+            if action.get("id") not in seen:
+                seen.add(action.get("id"))
+                entry[0] += 1
+        for note in result.get("notes") or []:
+            notes[str(note)] = notes.get(str(note), 0) + 1
+    frequent = sorted(by_id.items(), key=lambda item: (-item[1][0], -item[1][1], item[0]))[:top]
+    summary = {
+        "nodes": len(results),
+        "counts": {"changed": len(changed), "unchanged": len(unchanged), "failed": len(failed)},
+        "changed": changed, "unchanged": unchanged, "failed": failed, "reboot_required": reboot,
+        "restored": restored,
+        "changes_by_id": [{"id": check, "nodes": n, "values": v} for check, (n, v) in frequent],
+        "notes": [{"note": note, "nodes": n} for note, n in sorted(notes.items(), key=lambda i: (-i[1], i[0]))],
+    }
+    summary["text"] = _apply_lines(summary, names)
+    return summary
+
+
+def _apply_lines(summary: Dict[str, Any], names: int) -> List[str]:
+    counts = summary["counts"]
+    lines = ["nodetune apply: %d node(s): %d changed, %d unchanged, %d failed"
+             % (summary["nodes"], counts["changed"], counts["unchanged"], counts["failed"])]
+    if summary["changes_by_id"]:
+        lines.append("changes by id: " + ", ".join("%s on %d node(s) (%d value(s))" % (c["id"], c["nodes"], c["values"])
+                                                   for c in summary["changes_by_id"]))
+    if summary["restored"]:
+        lines.append("restored from the journal: %d value(s)" % summary["restored"])
+    if summary["reboot_required"]:
+        lines.append("reboot required: " + _names(summary["reboot_required"], names))
+    for host, message in list(summary["failed"].items())[:names]:
+        lines.append("failed %s: %s" % (host, message))
+    for entry in summary["notes"][:names]:
+        lines.append("note (%d node(s)): %s" % (entry["nodes"], entry["note"]))
+    return lines
+
+
+def _names(hosts: List[str], limit: int) -> str:
+    shown = ", ".join(hosts[:limit])
+    return shown + (" and %d more" % (len(hosts) - limit) if len(hosts) > limit else "")

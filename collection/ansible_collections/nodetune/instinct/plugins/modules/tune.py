@@ -67,6 +67,42 @@ options:
         C(nodetune_bios_policy=fail). An empty mapping skips them (M(nodetune.instinct.verify) reports them).
     type: dict
     default: {}
+  verify:
+    description:
+      - >-
+        Also audit the node right after the apply, in the same call, exactly as M(nodetune.instinct.verify) does
+        (the same findings, waivers, summary and report), and return it as RV(verify). site.yml uses this: at fleet
+        scale each module call costs a process start and a discovery per host, so apply-then-verify is one call.
+        After a run that changed the node, the node is discovered again before the audit; in check mode the audit
+        sees the node as it is (what would change shows as drift).
+      - >-
+        The health thresholds and waivers are validated before anything is written. The tune action plugin builds
+        this mapping from the verify role's variables when the task says C(verify: true) (the tune role does with
+        C(nodetune_tune_verify)), writes the node's report on the controller and fails the host on drift with
+        C(nodetune_verify_fail_on_drift), after the report is written.
+    type: dict
+    suboptions:
+      health:
+        description: Health thresholds, as the O(nodetune.instinct.verify#module:health) option.
+        type: dict
+        default: {}
+      waivers:
+        description: Known exceptions, as the O(nodetune.instinct.verify#module:waivers) option.
+        type: list
+        elements: dict
+        default: []
+      textfile_path:
+        description: The Prometheus textfile, as the O(nodetune.instinct.verify#module:textfile_path) option.
+        type: path
+      node_name:
+        description: Name of the node in the report; defaults to the node's hostname.
+        type: str
+      findings_format:
+        description:
+          - As the O(nodetune.instinct.verify#module:findings_format) option (the action plugin asks for V(json)).
+        type: str
+        choices: [list, json]
+        default: list
 attributes:
   check_mode:
     description: Returns the planned actions and the diff; writes nothing, not even the journal or the lock.
@@ -146,6 +182,12 @@ bios:
   type: list
   elements: dict
   returned: when O(bios) is set and state=present
+verify:
+  description:
+    - The audit after the apply (with O(verify)), the result of M(nodetune.instinct.verify) - C(drift), C(findings),
+      C(summary), C(report), C(notes) and, with a textfile, C(textfile).
+  type: dict
+  returned: when O(verify) is set and state=present
 journal:
   description: Path of the journal under the root.
   type: str
@@ -154,6 +196,7 @@ journal:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import audit as audit_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import bios as bios_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils import services as services_mod
@@ -178,6 +221,19 @@ def check_bios(module, state, config):
     return drift
 
 
+def audit_after_apply(module, params, state, result, waivers, run_command):
+    """The verify result of the node as the apply left it. A run that wrote something discovers the node again
+    (offlined siblings change the online CPUs, drivers renumber nothing but answer anew); one that wrote nothing,
+    or ran in check mode, audits the state it just read."""
+    if result.get("changed") and not module.check_mode:
+        state = load(params["root"], params["areas"], params["policy"], run_command)
+    options = params["verify"]
+    return audit_mod.audit(state, params["areas"], params["bios"], options["health"], waivers,
+                           node_name=options["node_name"], textfile_path=options["textfile_path"],
+                           check_mode=module.check_mode, warn=module.warn,
+                           findings_format=options["findings_format"])
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -188,6 +244,13 @@ def main():
             return_layout=dict(type="bool", default=False),
             lock_timeout=dict(type="int", default=30),
             bios=dict(type="dict", default={}),
+            verify=dict(type="dict", options=dict(
+                health=dict(type="dict", default={}),
+                waivers=dict(type="list", elements="dict", default=[]),
+                textfile_path=dict(type="path"),
+                node_name=dict(type="str"),
+                findings_format=dict(type="str", choices=["list", "json"], default="list"),
+            )),
         ),
         supports_check_mode=True,
     )
@@ -202,11 +265,20 @@ def main():
             result = engine.revert(root, check_mode=module.check_mode,
                                    services=services_mod.for_root(root, run_command))
             module.exit_json(**result)
+        audit_options = params["verify"]
+        waivers = None
+        if audit_options is not None:  # refused here, before any write, like every other input
+            waivers = audit_mod.prepare(params["bios"], audit_options["health"], audit_options["waivers"])
         state = load(params["root"], params["areas"], params["policy"], run_command)
         bios_drift = check_bios(module, state, params["bios"])
         result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services)
+        if audit_options is not None:
+            result["verify"] = audit_after_apply(module, params, state, result, waivers, run_command)
+    except audit_mod.WaiverError as exc:
+        module.fail_json(msg="nodetune refused the verify waivers, nothing was written: %s" % exc)
     except bios_mod.BiosConfigError as exc:
-        module.fail_json(msg="nodetune refused the bios_check variables, nothing was written: " + "; ".join(exc.errors),
+        module.fail_json(msg="nodetune refused the BIOS-level or health check variables, nothing was written: "
+                         + "; ".join(exc.errors),
                          errors=exc.errors)
     except SettingError as exc:
         module.fail_json(msg="nodetune refused the settings, nothing was written: " + "; ".join(exc.errors),

@@ -92,6 +92,21 @@ options:
         C(to_nice_json(sort_keys=false))), in check mode too (a controller file, not a node change). The module
         itself ignores it. Unset writes no report file.
     type: path
+  fail_on_drift:
+    description:
+      - Fail the host when any finding drifts, after its report (O(report_file)) is written; the result says
+        C(failed_on_drift) so that the fleet reports count the node as drifted. Handled by the action plugin.
+    type: bool
+    default: false
+  role_variables:
+    description:
+      - >-
+        Take the health thresholds, waivers (the C(nodetune_verify_waivers_file) read on the controller), the
+        textfile path, the report file (under C(nodetune_report_dir)) and C(nodetune_verify_fail_on_drift) from the
+        verify role's variables over its defaults, validated against its argument spec, as the verify role does.
+        Options given in the task win. Handled by the action plugin.
+    type: bool
+    default: false
   findings_format:
     description:
       - >-
@@ -112,8 +127,8 @@ attributes:
 notes:
   - Metrics in the textfile are C(nodetune_drift{check="<id>",target="<target>"}) (1 = drift, else 0),
     C(nodetune_findings{status="<status>"}) and C(nodetune_last_verify_timestamp_seconds).
-  - The module does not fail on drift; the verify role fails hosts on drift when
-    C(nodetune_verify_fail_on_drift) is true, after the reports are written.
+  - The module does not fail on drift; with O(fail_on_drift) (the verify role sets it from
+    C(nodetune_verify_fail_on_drift)) the action plugin fails the host after its report is written.
 seealso:
   - module: nodetune.instinct.tune
 """
@@ -177,78 +192,13 @@ textfile:
   returned: when O(textfile_path) is set
 """
 
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import bios as bios_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils import health as health_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils import report as report_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
-    WaiverError,
-    apply_waivers,
-    summarize,
-    validate_waivers,
-)
+from ansible_collections.nodetune.instinct.plugins.module_utils import audit as audit_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError
-from ansible_collections.nodetune.instinct.plugins.module_utils.node import layout_summary, load
+from ansible_collections.nodetune.instinct.plugins.module_utils.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
-from ansible_collections.nodetune.instinct.plugins.module_utils.verify import verify_settings
-
-
-def read_waivers_file(path):
-    """A list of waivers from a JSON or YAML file on the node."""
-    try:
-        with open(path, "r") as handle:
-            text = handle.read()
-    except (IOError, OSError) as exc:
-        raise WaiverError("waivers_file %s cannot be read: %s" % (path, exc)) from None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        try:
-            import yaml  # optional on nodes
-        except ImportError:
-            raise WaiverError("waivers_file %s is not JSON, and PyYAML is not installed on the node to read YAML: "
-                              "pass the list with the waivers option instead" % path) from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise WaiverError("waivers_file %s is neither JSON nor valid YAML: %s" % (path, exc)) from None
-    if isinstance(data, dict) and "waivers" in data:
-        data = data["waivers"]
-    return data or []
-
-
-def validate_variables(bios, health):
-    """Check the bios and health variables before discovery, reporting every mistake of both at once."""
-    errors = []
-    for validate, config in ((bios_mod.validate_config, bios), (health_mod.validate_config, health)):
-        try:
-            validate(config)
-        except (bios_mod.BiosConfigError, health_mod.HealthConfigError) as exc:
-            errors.extend(exc.errors)
-    if errors:
-        raise bios_mod.BiosConfigError(errors)
-
-
-def default_node_name(root):
-    if root.is_host:
-        return os.uname()[1]
-    return root.read("proc/sys/kernel/hostname") or root.read("etc/hostname") or root.path
-
-
-def write_textfile(module, root, path, text):
-    if module.check_mode:
-        return {"path": path, "written": False, "reason": "check mode"}
-    try:
-        root.write_file(path, text, mode=0o644)
-    except NodeFileError as exc:
-        module.warn("the Prometheus textfile was not written: %s" % exc)
-        return {"path": path, "written": False, "reason": str(exc)}
-    return {"path": path, "written": True}
 
 
 def main():
@@ -264,6 +214,8 @@ def main():
             textfile_path=dict(type="path"),
             node_name=dict(type="str"),
             report_file=dict(type="path"),
+            fail_on_drift=dict(type="bool", default=False),
+            role_variables=dict(type="bool", default=False),
             findings_format=dict(type="str", choices=["list", "json"], default="list"),
         ),
         supports_check_mode=True,
@@ -274,44 +226,22 @@ def main():
         return module.run_command(argv, check_rc=False)
 
     try:
-        waivers = list(params["waivers"] or [])
-        if params["waivers_file"]:
-            waivers += read_waivers_file(params["waivers_file"])
-        waivers = validate_waivers(waivers)
-        validate_variables(params["bios"], params["health"])
+        waivers = audit_mod.prepare(params["bios"], params["health"], params["waivers"], params["waivers_file"])
         state = load(params["root"], params["areas"], params["policy"], run_command)
-        findings = verify_settings(state, params["areas"])
-        findings += bios_mod.check(state.topology, state.layout, params["bios"])
-        findings += health_mod.check(state.root, state.topology, params["health"])
-        platform = bios_mod.platform_summary(state.topology, params["bios"])
+        result = audit_mod.audit(state, params["areas"], params["bios"], params["health"], waivers,
+                                 node_name=params["node_name"], textfile_path=params["textfile_path"],
+                                 check_mode=module.check_mode, warn=module.warn,
+                                 findings_format=params["findings_format"])
     except SettingError as exc:  # the bios/health variable errors are SettingErrors too
         module.fail_json(msg="nodetune verify: invalid variables: " + "; ".join(exc.errors), errors=exc.errors)
-    except WaiverError as exc:
+    except audit_mod.WaiverError as exc:
         module.fail_json(msg="nodetune verify: %s" % exc)
     except LayoutError as exc:
         module.fail_json(msg="nodetune verify could not plan this node: %s" % exc)
     except NodeFileError as exc:
         module.fail_json(msg="nodetune verify: %s" % exc, path=exc.path)
-
-    notes = list(state.context.notes)
-    notes += apply_waivers(findings, waivers)
-    summary = summarize(findings)
-    finding_dicts = [f.to_dict() for f in findings]
-    root = state.root
-    node_name = params["node_name"] or default_node_name(root)
-    report = report_mod.node_report(
-        node_name, finding_dicts, summary, root=root.path,
-        extra={"platform": platform, "layout": layout_summary(state.layout), "notes": notes})
-    result = dict(changed=False, drift=summary["drift"], findings=finding_dicts, summary=summary, report=report,
-                  notes=notes)
-    if params["textfile_path"]:
-        text = report_mod.prometheus_text(finding_dicts, timestamp=report["timestamp"])
-        result["textfile"] = write_textfile(module, root, params["textfile_path"], text)
     for warning in state.context.warnings:
         module.warn(warning)
-    if params["findings_format"] == "json":
-        result["findings"] = json.dumps(finding_dicts, separators=(",", ":"))
-        result["report"] = dict((k, v) for k, v in report.items() if k != "findings")
     module.exit_json(**result)
 
 
