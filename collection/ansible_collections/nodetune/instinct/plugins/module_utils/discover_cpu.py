@@ -11,11 +11,10 @@ guess) when none exists; the caller collects what is missing into ``absent``/``w
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
-
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
+    leading_decimal,
+    number_after,
     parse_cpulist,
     parse_cpumask,
     parse_int,
@@ -31,37 +30,66 @@ NODE_DIR = "sys/devices/system/node"
 CPU_LIST_NAMES = ("online", "offline", "possible", "present", "isolated", "nohz_full")
 SMT_CONTROL_VALUES = ("on", "off", "forceoff", "notsupported", "notimplemented")
 
-_CPU_NAME = re.compile(r"^cpu(\d+)$")
-_NODE_NAME = re.compile(r"^node(\d+)$")
-_POLICY_NAME = re.compile(r"^policy(\d+)$")
-_STATE_NAME = re.compile(r"^state(\d+)$")
+_CPU_NAME = "cpu"  # directory names: the prefix, then the number (cpu12, node1, policy0, state3)
+_NODE_NAME = "node"
+_POLICY_NAME = "policy"
+_STATE_NAME = "state"
 _TOPOLOGY_FILES = ("core_id", "physical_package_id", "die_id", "thread_siblings_list")
-_MEMTOTAL = re.compile(r"MemTotal:\s+(\d+)\s*kB")
+_MEMTOTAL = "MemTotal:"
 
 
-def numbered(names: List[str], pattern: "re.Pattern[str]") -> List[Tuple[int, str]]:
-    """``[(n, name)]`` for the directory entries matching ``pattern``, sorted numerically."""
+def numbered(names: List[str], prefix: str) -> List[Tuple[int, str]]:
+    """``[(n, name)]`` for the directory entries named ``prefix`` + a number, sorted numerically."""
     found = []
     for name in names:
-        match = pattern.match(name)
-        if match:
-            found.append((int(match.group(1)), name))
+        number = number_after(name, prefix)
+        if number is not None:
+            found.append((number, name))
     found.sort()
     return found
+
+
+def memtotal_kb(meminfo: str) -> Optional[int]:
+    """The first ``MemTotal: <n> kB`` of a node's meminfo (``Node 0 MemTotal:  263856268 kB``), else None
+    (``MemTotal:\\s+(\\d+)\\s*kB``, searched)."""
+    start = meminfo.find(_MEMTOTAL)
+    while start >= 0:
+        after = meminfo[start + len(_MEMTOTAL):]
+        rest = after.lstrip()
+        digits = leading_decimal(rest)
+        if digits and len(rest) < len(after) and rest[len(digits):].lstrip().startswith("kB"):
+            return int(digits)
+        start = meminfo.find(_MEMTOTAL, start + 1)
+    return None
 
 
 # Kernels print "(null)" for an unset cpumask (nohz_full without the boot option on older kernels).
 _EMPTY_MASK_TEXTS = ("", "(null)")
 
 
-@lru_cache(maxsize=4096)
+# Memoised parses (a dict, not functools.lru_cache: importing functools costs ~2 ms of each `nodetune discover`
+# start). Bounded, because module_utils also run in long-lived controller processes.
+_MEMO_LIMIT = 4096
+_CPULIST_MEMO: Dict[str, Tuple[int, ...]] = {}
+_CPUMASK_MEMO: Dict[str, Tuple[int, ...]] = {}
+
+
 def _cpulist_cached(text: str) -> Tuple[int, ...]:
-    return tuple(parse_cpulist(text))
+    cpus = _CPULIST_MEMO.get(text)
+    if cpus is None:
+        cpus = tuple(parse_cpulist(text))
+        if len(_CPULIST_MEMO) < _MEMO_LIMIT:
+            _CPULIST_MEMO[text] = cpus
+    return cpus
 
 
-@lru_cache(maxsize=1024)
 def _cpumask_cached(text: str) -> Tuple[int, ...]:
-    return tuple(parse_cpumask(text))
+    cpus = _CPUMASK_MEMO.get(text)
+    if cpus is None:
+        cpus = tuple(parse_cpumask(text))
+        if len(_CPUMASK_MEMO) < _MEMO_LIMIT:
+            _CPUMASK_MEMO[text] = cpus
+    return cpus
 
 
 def cpulist_or_none(text: Optional[str], what: str, warnings: List[str]) -> Optional[List[int]]:
@@ -138,9 +166,7 @@ def read_numa_nodes(root: Root, warnings: List[str]) -> List[Dict[str, Any]]:
             cpus = []
         memory_kb = None
         if texts["meminfo"]:
-            match = _MEMTOTAL.search(texts["meminfo"])
-            if match:
-                memory_kb = int(match.group(1))
+            memory_kb = memtotal_kb(texts["meminfo"])
         nodes.append({"id": node_id, "cpus": cpus, "distances": texts["distance"], "memory_kb": memory_kb,
                       "has_cpus": bool(cpus)})
     node_ids = [node["id"] for node in nodes]
@@ -197,9 +223,8 @@ def read_cpus(root: Root, cpu_lists: Dict[str, Optional[List[int]]], numa_nodes:
         numa_node = node_of.get(cpu_id)
         if numa_node is None and numa_nodes:
             for entry in root.listdir(rel):
-                match = _NODE_NAME.match(entry)
-                if match:
-                    numa_node = int(match.group(1))
+                numa_node = number_after(entry, _NODE_NAME)
+                if numa_node is not None:
                     break
         topo = dict(zip(_TOPOLOGY_FILES, topo_texts))
         siblings = cpulist_or_none(topo.get("thread_siblings_list"), rel + "/topology/thread_siblings_list",

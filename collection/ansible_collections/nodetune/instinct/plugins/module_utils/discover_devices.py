@@ -12,17 +12,18 @@ reads, which keeps discovery of a 300-function server in the tens of millisecond
 
 from __future__ import annotations
 
-import re
-
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover_cpu import (
     cpulist_or_none,
     cpumask_or_none,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
+    number_after,
+    number_before_unit,
     parse_choice,
     parse_int,
     parse_key_value,
     parse_link_speed,
+    split_number_pair,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
 
@@ -36,11 +37,9 @@ IB_DIR = "sys/class/infiniband"
 NVME_CLASS_DIR = "sys/class/nvme"
 KFD_NODES_DIR = "sys/class/kfd/kfd/topology/nodes"
 
-BDF_RE = re.compile(r"([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
-_NVME_NAMESPACE = re.compile(r"^nvme(\d+)n(\d+)$")
-_NVME_HIDDEN_PATH = re.compile(r"^nvme\d+c\d+n\d+$")
-_NVME_CONTROLLER = re.compile(r"^nvme\d+$")
-_RATE = re.compile(r"^\s*([0-9.]+)\s*Gb/sec")
+_BDF_LENGTH = len("0000:00:00.0")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_FUNCTIONS = frozenset("01234567")
 _PCI_ATTRS = ("vendor", "device", "class", "numa_node", "local_cpulist", "local_cpus", "current_link_speed",
               "max_link_speed", "current_link_width", "max_link_width", "resource")
 _SKIP_BLOCK_PREFIXES = ("loop", "ram", "dm-", "zram", "md", "nbd", "sr", "fd")
@@ -77,11 +76,61 @@ def resolved(root: Root, rel: str) -> Optional[str]:
         return None
 
 
+# ----------------------------------------------------------------------------------- names (no regular expressions:
+# see parse.py; tests/unit/test_parse_matchers.py checks each against the pattern in its docstring)
+def is_bdf_at(text: str, start: int) -> bool:
+    """A PCI address (``[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]``) at ``text[start:]``."""
+    chunk = text[start:start + _BDF_LENGTH]
+    return (len(chunk) == _BDF_LENGTH and chunk[4] == ":" and chunk[7] == ":" and chunk[10] == "."
+            and chunk[11] in _FUNCTIONS and _HEX_DIGITS.issuperset(chunk[0:4] + chunk[5:7] + chunk[8:10]))
+
+
+def bdfs_in(text: str, first_only: bool = False) -> List[str]:
+    """The PCI addresses in ``text``, left to right, not overlapping (what ``findall`` of the pattern gives).
+
+    Every address has a ':' four characters in, so only those places are tried."""
+    found: List[str] = []
+    colon = text.find(":", 4)
+    while colon >= 0:
+        start = colon - 4
+        chunk = text[start:start + _BDF_LENGTH]  # is_bdf_at(text, start), inline: IRQ names pass here by thousands
+        if (len(chunk) == _BDF_LENGTH and chunk[7] == ":" and chunk[10] == "." and chunk[11] in _FUNCTIONS
+                and _HEX_DIGITS.issuperset(chunk[0:4] + chunk[5:7] + chunk[8:10])):
+            found.append(chunk)
+            if first_only:
+                break
+            colon = text.find(":", start + _BDF_LENGTH + 4)
+        else:
+            colon = text.find(":", colon + 1)
+    return found
+
+
+def first_bdf(text: str) -> Optional[str]:
+    """The first PCI address in ``text`` (as the pattern's ``search``), else None."""
+    found = bdfs_in(text, first_only=True)
+    return found[0] if found else None
+
+
+def is_nvme_controller(name: str) -> bool:
+    """``nvme0`` (``^nvme\\d+$``)."""
+    return number_after(name, "nvme") is not None
+
+
+def is_nvme_hidden_path(name: str) -> bool:
+    """``nvme0c1n2`` (``^nvme\\d+c\\d+n\\d+$``): a multipath controller's hidden view of a namespace."""
+    if not name.startswith("nvme"):
+        return False
+    body = name[4:-1] if name.endswith("\n") else name[4:]  # "$" also matches before a final newline
+    controller, c_sep, rest = body.partition("c")
+    path, n_sep, namespace = rest.partition("n")
+    return bool(c_sep and n_sep) and controller.isdecimal() and path.isdecimal() and namespace.isdecimal()
+
+
 def last_bdf(path: str) -> Optional[str]:
     """The PCI function a resolved sysfs path hangs under (the deepest BDF component), lower-case."""
     if "/virtual/" in path:
         return None
-    found = BDF_RE.findall(path)
+    found = bdfs_in(path)
     return found[-1].lower() if found else None
 
 
@@ -128,7 +177,7 @@ def read_pci_devices(root: Root, warnings: List[str]) -> Tuple[List[Dict[str, An
     devices: List[Dict[str, Any]] = []
     dirs: Dict[str, str] = {}
     for name in root.listdir(PCI_DIR):
-        if not BDF_RE.match(name):
+        if not is_bdf_at(name, 0):
             continue
         bdf = name.lower()
         real = resolved(root, PCI_DIR + "/" + name)
@@ -407,13 +456,13 @@ def read_ib_devices(root: Root, pci: Dict[str, Dict[str, Any]], nics: List[Dict[
         ports = []
         for port in sorted((p for p in root.listdir(real + "/ports") if p.isdigit()), key=int):
             attrs = root.read_attrs("%s/ports/%s" % (real, port), ("state", "phys_state", "rate", "link_layer"))
-            rate_match = _RATE.match(attrs["rate"] or "")
+            rate_number = number_before_unit(attrs["rate"] or "", "Gb/sec")
             ports.append({
                 "port": int(port),
                 "state": _state_word(attrs["state"]),
                 "phys_state": _state_word(attrs["phys_state"]),
                 "rate": attrs["rate"],
-                "rate_gbps": float(rate_match.group(1)) if rate_match else None,
+                "rate_gbps": float(rate_number) if rate_number is not None else None,
                 "link_layer": attrs["link_layer"],
             })
         netdevs = set(root.listdir(real + "/device/net")) if "device" in entries else set()
@@ -438,14 +487,14 @@ def _block_names(root: Root) -> List[str]:
     for name in root.listdir("sys/class/block"):
         if name not in names and not root.exists("sys/class/block/%s/partition" % name):
             names.add(name)
-    return sorted(n for n in names if not n.startswith(_SKIP_BLOCK_PREFIXES) and not _NVME_HIDDEN_PATH.match(n))
+    return sorted(n for n in names if not n.startswith(_SKIP_BLOCK_PREFIXES) and not is_nvme_hidden_path(n))
 
 
 def nvme_controllers(root: Root) -> Dict[str, Optional[str]]:
     """``{"nvme0": "0000:41:00.0"}`` from ``/sys/class/nvme`` (None for fabrics controllers)."""
     controllers: Dict[str, Optional[str]] = {}
     for name in root.listdir(NVME_CLASS_DIR):
-        if _NVME_CONTROLLER.match(name):
+        if is_nvme_controller(name):
             real = resolved(root, NVME_CLASS_DIR + "/" + name)
             controllers[name] = last_bdf(real) if real is not None else None
     return controllers
@@ -460,11 +509,11 @@ def read_block_devices(root: Root, pci: Dict[str, Dict[str, Any]],
         if real is None or "/virtual/" in real:
             continue
         entries = set(root.listdir(real))
-        nvme = _NVME_NAMESPACE.match(name)
+        nvme = split_number_pair(name, "nvme", "n")
         controller = None
-        if nvme:
-            parts = [p for p in real.split("/") if _NVME_CONTROLLER.match(p)]
-            controller = parts[-1] if parts else "nvme" + nvme.group(1)
+        if nvme is not None:
+            parts = [p for p in real.split("/") if is_nvme_controller(p)]
+            controller = parts[-1] if parts else "nvme" + nvme[0]
         bdf = last_bdf(real)
         if bdf is None and controller:
             bdf = controllers.get(controller)

@@ -11,14 +11,19 @@ fold both into the chip), then the action names joined by ", ". Rows with 1,152 
 
 from __future__ import annotations
 
-import re
-
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover_cpu import (
     cpulist_or_none,
     cpumask_or_none,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.discover_devices import BDF_RE, is_read_only_mode
-from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, parse_int
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover_devices import first_bdf, is_read_only_mode
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
+    ParseError,
+    is_hex,
+    leading_decimal,
+    number_after,
+    parse_int,
+    split_number_pair,
+)
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 
 TYPE_CHECKING = False
@@ -26,14 +31,11 @@ if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never im
     from typing import Any, Dict, List, Optional, Tuple
 
 INTERRUPTS = "proc/interrupts"
-_HWIRQ = re.compile(r"^(\d+|0x[0-9a-fA-F]+)(?:-(\w+))?$")
-_NVME_QUEUE = re.compile(r"^nvme(\d+)q(\d+)$")
-_NIC_CONTROL = re.compile(r"async|misc|mbx|aeq|ctrl|cmd|fw|err|ptp", re.IGNORECASE)
+_NIC_CONTROL_WORDS = ("async", "misc", "mbx", "aeq", "ctrl", "cmd", "fw", "err", "ptp")
 _GPU_NAMES = ("amdgpu", "nvidia")
 _IRQ_FILES = ("smp_affinity_list", "effective_affinity_list", "node")
 _MANAGED_SINCE = (6, 12)
 _COLUMN = 11  # width of one per-CPU count column in /proc/interrupts
-_CPU_HEADER = re.compile(r"^CPU\d+$")
 # A zero count in its fixed column: nine spaces then "0". Counts never have leading zeros, so nine spaces right
 # before a "0" occur only where the count is 0 (a non-zero count puts a non-zero digit before its zeros): deleting
 # them leaves exactly the non-zero counts. Most counts are 0, and str.replace skips them at C speed (3-6x faster
@@ -51,7 +53,7 @@ def parse_interrupts(text: str) -> Tuple[List[int], List[Dict[str, Any]]]:
     if not lines:
         raise ParseError("/proc/interrupts is empty")
     header = lines[0].split()
-    if not header or not all(_CPU_HEADER.match(h) for h in header):
+    if not header or not all(number_after(h, "CPU") is not None for h in header):
         raise ParseError("/proc/interrupts is not valid: it does not start with a 'CPU0 CPU1 ...' header "
                          "(first line %r)" % lines[0][:80])
     cpu_ids = [int(h[3:]) for h in header]
@@ -102,20 +104,51 @@ def _split_tail(tail: str) -> Tuple[Optional[str], Optional[str], str]:
     chip, _sep, after = tail.partition(" ")
     after = after.lstrip()
     token, _sep, rest = after.partition(" ")
-    match = _HWIRQ.match(token)
-    if match:
+    hwirq = _hwirq(token)
+    if hwirq is not None:
         rest = rest.lstrip()
         # CONFIG_GENERIC_IRQ_SHOW_LEVEL (arm64) prints "Level"/"Edge" before the name.
         first, _sep, remainder = rest.partition(" ")
         if first in ("Level", "Edge"):
             rest = remainder.lstrip()
-        return chip, match.group(1), rest
+        return chip, hwirq, rest
     return chip, None, after
 
 
+def _hwirq(token: str) -> Optional[str]:
+    """The number of a hardware IRQ token, ``13107201-edge`` -> ``13107201``, ``0x1f`` -> ``0x1f``; None for
+    anything else (``^(\\d+|0x[0-9a-fA-F]+)(?:-(\\w+))?$``, group 1)."""
+    if token.endswith("\n"):  # "$" also matches before a final newline
+        token = token[:-1]
+    number, dash, flow = token.partition("-")
+    if dash and not flow.replace("_", "a").isalnum():  # \\w+: alphanumerics and "_", at least one
+        return None
+    if number.isdecimal() or number.startswith("0x") and is_hex(number[2:]):
+        return number
+    return None
+
+
 def kernel_version(release: Optional[str]) -> Optional[Tuple[int, int]]:
-    match = re.match(r"^(\d+)\.(\d+)", release or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    """``(major, minor)`` of ``6.8.0-45-generic`` (``^(\\d+)\\.(\\d+)``), else None."""
+    text = release or ""
+    major = leading_decimal(text)
+    minor = leading_decimal(text[len(major) + 1:]) if text[len(major):len(major) + 1] == "." else ""
+    return (int(major), int(minor)) if major and minor else None
+
+
+def _nvme_queue(name: str) -> Optional[Tuple[str, str]]:
+    """(controller, queue) digit strings of ``nvme0q3`` (``^nvme(\\d+)q(\\d+)$``), else None."""
+    return split_number_pair(name, "nvme", "q")
+
+
+def _names_nic_control(name: str) -> bool:
+    """A NIC's control/async vector (``async|misc|mbx|aeq|ctrl|cmd|fw|err|ptp``, any case, anywhere)."""
+    if not name.isascii():  # Unicode case folding ("ſ" matches "s"): leave it to the regular expression
+        import re
+
+        return re.search("|".join(_NIC_CONTROL_WORDS), name, re.IGNORECASE) is not None
+    lower = name.lower()
+    return any(word in lower for word in _NIC_CONTROL_WORDS)
 
 
 def _owner(row: Dict[str, Any], msi_owner: Dict[int, str], nvme_bdf: Dict[str, Optional[str]],
@@ -127,13 +160,13 @@ def _owner(row: Dict[str, Any], msi_owner: Dict[int, str], nvme_bdf: Dict[str, O
     if owner:
         return owner
     for text in (row["chip"] or "", row["name"]):
-        match = BDF_RE.search(text)
-        if match:
-            return match.group(1).lower()
+        bdf = first_bdf(text)
+        if bdf is not None:
+            return bdf.lower()
     name = row["name"]
-    queue = _NVME_QUEUE.match(name)
-    if queue:
-        return nvme_bdf.get("nvme" + queue.group(1))
+    queue = _nvme_queue(name)
+    if queue is not None:
+        return nvme_bdf.get("nvme" + queue[0])
     for netdev, bdf in netdev_bdf.items():
         if bdf and (name.startswith(netdev + "-") or ("-" + netdev + "-") in name):
             return bdf
@@ -141,9 +174,9 @@ def _owner(row: Dict[str, Any], msi_owner: Dict[int, str], nvme_bdf: Dict[str, O
 
 
 def _kind(name: str, device_class: Optional[str], is_gpu: bool) -> str:
-    queue = _NVME_QUEUE.match(name)
-    if queue:
-        return "nvme_admin" if queue.group(2) == "0" else "nvme_queue"
+    queue = _nvme_queue(name)
+    if queue is not None:
+        return "nvme_admin" if queue[1] == "0" else "nvme_queue"
     if name.startswith("mlx5_comp"):
         return "nic_comp"
     if name.startswith("mlx5_async"):
@@ -151,7 +184,7 @@ def _kind(name: str, device_class: Optional[str], is_gpu: bool) -> str:
     if is_gpu or name.startswith(_GPU_NAMES):
         return "gpu"
     if device_class and device_class.startswith("0x02"):
-        return "nic_async" if _NIC_CONTROL.search(name) else "nic_comp"
+        return "nic_async" if _names_nic_control(name) else "nic_comp"
     return "other"
 
 

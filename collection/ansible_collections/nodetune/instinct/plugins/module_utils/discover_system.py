@@ -5,9 +5,6 @@
 
 from __future__ import annotations
 
-import re
-import shlex
-
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover_cpu import (
     cpulist_or_none,
     cpumask_or_none,
@@ -17,7 +14,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Ro
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Dict, List, Optional, Tuple
 
 # The sysctls nodetune's roles tune (DOMAIN.md); discovery reports their current values.
 TUNED_SYSCTLS = (
@@ -46,7 +43,8 @@ IRQBALANCE_FILES = (
 )
 IRQBALANCE_ENABLED_LINK = "etc/systemd/system/multi-user.target.wants/irqbalance.service"
 ASPM_POLICY = "sys/module/pcie_aspm/parameters/policy"
-_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Z_][A-Z0-9_]*)=(.*)$")
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_NAME_CHARS = _NAME_START | frozenset("0123456789")
 
 
 def sysctl_path(key: str) -> str:
@@ -79,6 +77,8 @@ def read_pcie_aspm(root: Root) -> Dict[str, Any]:
 
 
 def _shell_value(raw: str) -> str:
+    import shlex  # only where an irqbalance file sets something: not on every discovery's start-up
+
     try:
         words = shlex.split(raw, comments=True)
     except ValueError:
@@ -86,14 +86,36 @@ def _shell_value(raw: str) -> str:
     return " ".join(words)
 
 
+def shell_assignment(line: str) -> Optional[Tuple[str, str]]:
+    """``(NAME, raw value)`` of ``NAME=value`` or ``export NAME=value`` (one line, no newline in it), else None
+    (``^\\s*(?:export\\s+)?([A-Z_][A-Z0-9_]*)=(.*)$``; no regular expressions on the discovery path, see
+    parse.py)."""
+    rest = line.lstrip()
+    if rest.startswith("export"):
+        after = rest[len("export"):]
+        words = after.lstrip()
+        if len(words) < len(after):
+            found = _name_and_value(words)
+            if found is not None:
+                return found
+    return _name_and_value(rest)
+
+
+def _name_and_value(text: str) -> Optional[Tuple[str, str]]:
+    name, sep, value = text.partition("=")
+    if sep and name and name[0] in _NAME_START and _NAME_CHARS.issuperset(name):
+        return name, value
+    return None
+
+
 def parse_irqbalance_config(text: str, what: str, warnings: List[str]) -> Optional[List[int]]:
     """Banned CPUs from an irqbalance environment file (``IRQBALANCE_BANNED_CPULIST`` wins over the
     older hex ``IRQBALANCE_BANNED_CPUS``); None when neither is set."""
     settings: Dict[str, str] = {}
     for line in text.splitlines():
-        match = _ASSIGNMENT.match(line)
-        if match:
-            settings[match.group(1)] = _shell_value(match.group(2))
+        assignment = shell_assignment(line)
+        if assignment is not None:
+            settings[assignment[0]] = _shell_value(assignment[1])
     if settings.get("IRQBALANCE_BANNED_CPULIST"):
         return cpulist_or_none(settings["IRQBALANCE_BANNED_CPULIST"], what + " IRQBALANCE_BANNED_CPULIST", warnings)
     if settings.get("IRQBALANCE_BANNED_CPUS"):

@@ -6,11 +6,14 @@
 Kept free of I/O so that the modules on the node, the filters on the controller and the planner share them.
 Every parser raises :class:`ParseError` with the offending text, so that a bad policy value reaches the user
 as "cpulist '0-3,x' is not valid: ..." rather than as a ValueError from deep inside.
+
+No regular expressions: importing ``re`` (with ``enum`` and ``functools``) and compiling the patterns cost ~6 ms of
+every ``nodetune discover`` start, as much as discovering a small node. The matchers below use the str methods
+whose character classes are re's own for str patterns (``isdecimal`` is ``\\d``, ``isspace`` is ``\\s``);
+tests/unit/test_parse_matchers.py checks them against the regular expressions they replace.
 """
 
 from __future__ import annotations
-
-import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
@@ -21,7 +24,76 @@ class ParseError(ValueError):
     """A kernel-format string could not be parsed."""
 
 
-_CPULIST_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_DECIMAL_POINT_DIGITS = frozenset("0123456789.")
+
+
+def _end_anchored(text: str) -> str:
+    """What a ``...$`` pattern sees as the end: ``$`` also matches before one final newline."""
+    return text[:-1] if text.endswith("\n") else text
+
+
+def number_after(text: str, prefix: str) -> Optional[int]:
+    """``n`` where ``text`` is ``prefix`` then decimal digits (``^prefix(\\d+)$``: ``cpu12`` -> 12), else None."""
+    if not text.startswith(prefix):
+        return None
+    digits = _end_anchored(text[len(prefix):])
+    return int(digits) if digits.isdecimal() else None
+
+
+def split_number_pair(text: str, prefix: str, middle: str) -> Optional[Tuple[str, str]]:
+    """The two digit runs of ``prefix<digits><middle><digits>`` (``^nvme(\\d+)n(\\d+)$``), else None."""
+    if not text.startswith(prefix):
+        return None
+    first, sep, second = _end_anchored(text[len(prefix):]).partition(middle)
+    if sep and first.isdecimal() and second.isdecimal():
+        return first, second
+    return None
+
+
+def is_hex(text: str) -> bool:
+    """``text`` is ASCII hex digits only, at least one (``[0-9a-fA-F]+`` matching all of it)."""
+    return bool(text) and _HEX_DIGITS.issuperset(text)
+
+
+def leading_decimal(text: str) -> str:
+    """The decimal digits ``text`` starts with (``\\d*`` at its start)."""
+    end = 0
+    while end < len(text) and text[end].isdecimal():
+        end += 1
+    return text[:end]
+
+
+def number_before_unit(text: str, unit: str) -> Optional[str]:
+    """``^\\s*([0-9.]+)\\s*<unit>``: ``"  16.0 GT/s PCIe"`` with unit ``GT/s`` -> ``"16.0"``, else None."""
+    rest = text.lstrip()
+    end = 0
+    while end < len(rest) and rest[end] in _DECIMAL_POINT_DIGITS:
+        end += 1
+    if end and rest[end:].lstrip().startswith(unit):
+        return rest[:end]
+    return None
+
+
+def _cpulist_item(item: str) -> Optional[Tuple[str, Optional[str], Optional[str], Optional[str]]]:
+    """(start, end, used, group) digit strings of ``a``, ``a-b`` or ``a-b:used/group``
+    (``^(\\d+)(?:-(\\d+)(?::(\\d+)/(\\d+))?)?$``), else None."""
+    head, dash, tail = _end_anchored(item).partition("-")
+    if not head.isdecimal():
+        return None
+    if not dash:
+        return head, None, None, None
+    end, colon, stride = tail.partition(":")
+    if not end.isdecimal():
+        return None
+    if not colon:
+        return head, end, None, None
+    used, slash, group = stride.partition("/")
+    if slash and used.isdecimal() and group.isdecimal():
+        return head, end, used, group
+    return None
+
+
 MAX_CPUS = 65536  # kernel NR_CPUS upper bound (CONFIG_NR_CPUS <= 8192 on x86; leave headroom)
 
 
@@ -40,20 +112,20 @@ def parse_cpulist(text: Optional[str], what: str = "cpulist") -> List[int]:
     cpus = set()
     for item in text.split(","):
         item = item.strip()
-        match = _CPULIST_ITEM.match(item)
-        if not match:
+        match = _cpulist_item(item)
+        if match is None:
             raise ParseError("%s %r is not valid: %r is not a CPU number or range like '0-3' "
                              "(valid: comma-separated numbers and ranges, e.g. '0-3,8,10-11')"
                              % (what, text, item))
-        start = int(match.group(1))
-        end = int(match.group(2)) if match.group(2) is not None else start
+        start = int(match[0])
+        end = int(match[1]) if match[1] is not None else start
         if end < start:
             raise ParseError("%s %r is not valid: range %r runs backwards" % (what, text, item))
         if end >= MAX_CPUS:
             raise ParseError("%s %r is not valid: CPU %d is beyond the kernel limit of %d CPUs"
                              % (what, text, end, MAX_CPUS))
-        if match.group(3) is not None:
-            used, group = int(match.group(3)), int(match.group(4))
+        if match[2] is not None and match[3] is not None:
+            used, group = int(match[2]), int(match[3])
             if group == 0 or used == 0 or used > group:
                 raise ParseError("%s %r is not valid: stride %r needs 0 < used <= group" % (what, text, item))
             for base in range(start, end + 1, group):
@@ -98,7 +170,7 @@ def parse_cpumask(text: Optional[str], what: str = "cpumask") -> List[int]:
     cpus: List[int] = []
     for index, word in enumerate(reversed(words)):
         word = word.strip()
-        if not word or len(word) > 8 and index < len(words) - 1 or not re.match(r"^[0-9a-fA-F]+$", word):
+        if not word or len(word) > 8 and index < len(words) - 1 or not is_hex(word):
             raise ParseError("%s %r is not valid: %r is not a hex word of at most 8 digits "
                              "(the kernel format is 32-bit hex words separated by commas, e.g. "
                              "'00000000,0000000f')" % (what, text, word))
@@ -176,7 +248,6 @@ def parse_int(text: Optional[str], default: Optional[int] = None) -> Optional[in
         return default
 
 
-_LINK_SPEED = re.compile(r"^\s*([0-9.]+)\s*GT/s")
 _PCIE_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
@@ -184,8 +255,8 @@ def parse_link_speed(text: Optional[str]) -> Optional[float]:
     """``"16.0 GT/s PCIe"`` or ``"16 GT/s"`` (kernels <= 5.6) -> 16.0; ``"Unknown"`` -> None."""
     if not text:
         return None
-    match = _LINK_SPEED.match(text)
-    return float(match.group(1)) if match else None
+    number = number_before_unit(text, "GT/s")
+    return float(number) if number is not None else None
 
 
 def pcie_generation(gts: Optional[float]) -> Optional[int]:
