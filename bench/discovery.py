@@ -12,8 +12,11 @@ in /dev/shm where it exists). Both tools read the same tree and print a machine-
 (JSON; hwloc's XML, ``lstopo --if fsroot --input DIR --of xml -``), so both pay for their start-up, their reads and
 their output. The runs are interleaved and the medians of ``--repeat`` kept. Target (issue 8): <= 2x lstopo.
 
-Also printed, to show what bounds the small roots: the start-up of the Python interpreter alone and of
-``nodetune`` with its imports (``nodetune discover --root /nonexistent``, an error after the imports).
+Also printed, to show what bounds the ratio: the start-up of the Python interpreter alone and of ``nodetune`` with
+its imports (``nodetune discover --root /nonexistent``, an error after the imports), and per root where a
+discovery's time goes (:data:`BREAKDOWN_CHILD`: one discovery per fresh process, as the CLI runs it, its sections
+timed): the IRQ section (``/proc/interrupts`` parsed, then three files of each ``/proc/irq/N``) is work lstopo
+does not do at all, so the table also gives the ratio the rest of the run would have on its own.
 """
 
 from __future__ import annotations
@@ -116,8 +119,58 @@ def measure(roots: list[tuple[str, Path]], rounds: int) -> list[dict]:
         results.append({"root": label, "nodetune_wall_ms": nt.wall * 1e3, "lstopo_wall_ms": ls.wall * 1e3,
                         "nodetune_cpu_ms": nt.cpu * 1e3, "lstopo_cpu_ms": ls.cpu * 1e3,
                         "ratio_wall": _common.ratio(nt.wall, ls.wall), "ratio_cpu": _common.ratio(nt.cpu, ls.cpu),
-                        "runs": len(nt.samples)})
+                        "runs": len(nt.samples), "breakdown_ms": breakdown(root, rounds)})
     return results
+
+
+# One discovery in a fresh process, as `nodetune discover --json` runs it (GC paused), with its sections timed by
+# wrapping the section readers that topology.discover() calls; prints one JSON line of milliseconds.
+BREAKDOWN_CHILD = r"""
+import gc, json, sys, time
+t0 = time.perf_counter()
+from ansible_collections.nodetune.instinct.plugins.module_utils import discover_irq, topology
+from nodetune.commands.discover import encode_json
+t1 = time.perf_counter()
+GROUPS = {"read_irqs": "irqs", "read_pci_devices": "pci", "read_cpu_lists": "cpus", "read_numa_nodes": "cpus",
+          "read_cpus": "cpus", "read_smt": "cpus", "read_cpufreq": "cpus", "read_cpuidle": "cpus"}
+spent = dict.fromkeys(set(GROUPS.values()) | {"interrupts_parse"}, 0.0)
+def timed(func, group):
+    def run(*args):
+        start = time.perf_counter()
+        try:
+            return func(*args)
+        finally:
+            spent[group] += time.perf_counter() - start
+    return run
+for name, group in GROUPS.items():
+    setattr(topology, name, timed(getattr(topology, name), group))
+discover_irq.parse_interrupts = timed(discover_irq.parse_interrupts, "interrupts_parse")
+gc.disable()
+t2 = time.perf_counter()
+topo = topology.discover(sys.argv[1])
+t3 = time.perf_counter()
+text = encode_json(topo)
+t4 = time.perf_counter()
+out = {k: v * 1e3 for k, v in spent.items()}
+out.update(imports=(t1 - t0) * 1e3, discover=(t3 - t2) * 1e3, json=(t4 - t3) * 1e3, irqs_count=len(topo["irqs"]),
+           pci_count=len(topo["pci_devices"]), cpus_count=len(topo["cpus"]))
+print(json.dumps(out))
+"""
+
+
+def breakdown(root: Path, rounds: int) -> dict[str, float]:
+    """Medians (ms) of the sections of one discovery per fresh process (see :data:`BREAKDOWN_CHILD`)."""
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "collection"), str(REPO / "src")])
+    samples = []
+    for _ in range(rounds):
+        sample = _common.run_timed([sys.executable, "-c", BREAKDOWN_CHILD, str(root)], env=env)
+        if sample.returncode != 0:
+            raise SystemExit(f"breakdown failed on {root}:\n{sample.stderr[-2000:]}")
+        samples.append(json.loads(sample.stdout))
+    import statistics
+
+    return {key: statistics.median(s[key] for s in samples) for key in samples[0]}
 
 
 def startup(rounds: int) -> dict[str, float]:
@@ -143,6 +196,8 @@ def report(results: list[dict], fixed: dict[str, float]) -> tuple[str, list[str]
                           "x CPU"], rows)
     text += (f"\nfixed costs: Python interpreter start {fixed['python_wall_ms']:.0f} ms, nodetune start-up with its "
              f"imports {fixed['nodetune_startup_wall_ms']:.0f} ms (wall, medians)")
+    text += "\n\nwhere a discovery's time goes (ms, wall, one discovery per fresh process, medians)\n" + bounds_table(
+        results, fixed)
     lines = []
     for r in results:
         if "error" in r:
@@ -150,6 +205,27 @@ def report(results: list[dict], fixed: dict[str, float]) -> tuple[str, list[str]
         lines.append(f"ratio discovery {r['root']}: {r['ratio_wall']:.2f}x lstopo wall, {r['ratio_cpu']:.2f}x "
                      f"lstopo CPU (target <= {TARGET:g}x): {_common.verdict(r['ratio_wall'], TARGET)}")
     return text, lines
+
+
+def bounds_table(results: list[dict], fixed: dict[str, float]) -> str:
+    """Per root: the sections of a discovery, and the ratio to lstopo of the run without the IRQ section."""
+    rows = []
+    for r in results:
+        if "error" in r:
+            continue
+        b = r["breakdown_ms"]
+        irqs = b["irqs"]
+        other = b["discover"] - irqs - b["pci"] - b["cpus"]
+        # The IRQ section's share of the child's run (start-up included), applied to the interleaved median: the
+        # children run apart from the interleaved rounds, under another moment's load.
+        child_total = fixed["python_wall_ms"] + b["imports"] + b["discover"] + b["json"]
+        without_irqs = r["nodetune_wall_ms"] * (1 - irqs / child_total)
+        rows.append([r["root"], f"{r['lstopo_wall_ms']:.0f}", f"{fixed['python_wall_ms']:.0f}", f"{b['imports']:.1f}",
+                     f"{irqs:.1f} ({b['interrupts_parse']:.1f})", f"{b['irqs_count']:.0f}", f"{b['pci']:.1f}",
+                     f"{b['cpus']:.1f}", f"{other:.1f}", f"{b['json']:.1f}",
+                     f"{_common.ratio(without_irqs, r['lstopo_wall_ms']):.2f}"])
+    return _common.table(["root", "lstopo", "python start", "imports", "IRQs (of it /proc/interrupts)", "IRQ rows",
+                          "PCI", "CPUs", "other", "JSON", "x lstopo without IRQs"], rows)
 
 
 def run(rounds: int, quick: bool, out: list[str] | None = None) -> dict:
