@@ -111,8 +111,8 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     assert re.findall(r"^TASK \[([^\]]+)\]", site.stdout, re.M) == [
         "Group the lab nodes whose tree is missing (or that are to be rebuilt, rebooted or removed)",
         "tune : Tune the node in one call (discover, plan, apply; and verify with nodetune_tune_verify)",
-        "tune : Summarise the run across the nodes", "verify : Create the report directory on the controller",
-        "verify : Write the fleet JUnit XML and summary on the controller", "verify : Fleet summary"]
+        "tune : Summarise the run across the nodes", "verify : Write the fleet JUnit XML and summary on the controller",
+        "verify : Fleet summary"]
     node_report = json.loads((tmp_path / "reports" / "nodes" / "node1.json").read_text())
     assert {f["id"] for f in node_report["findings"]} >= {"cpu.governor", "smt.siblings_offline", "ib.mtu"}
     assert not [f for f in node_report["findings"] if f["source"] == "setting" and f["status"] == "drift"]

@@ -225,3 +225,19 @@ def test_apply_summary_counts_nodes_and_changes_by_id() -> None:
     hostvars = {host: {"tune_result": result} for host, result in results.items()}
     assert filters.nodetune_apply_summary(hostvars, sorted(results)) == summary
     assert report.apply_summary({"r": {"changed": True, "restored": ["a", "b"]}})["restored"] == 2
+
+
+def test_findings_carried_as_json_text_are_reported_in_full() -> None:
+    """The tune module's audit keeps its findings as one JSON text in the registered result; the fleet reports see
+    the same findings as from a list."""
+    from ansible_collections.nodetune.instinct.plugins.filter import report as filters
+
+    listed = FLEET["mi300x-02"]
+    text = dict(listed, findings=json.dumps(listed["findings"]),
+                report={k: v for k, v in listed["report"].items() if k != "findings"})
+    hostvars = {"a": {"tune_result": {"changed": False, "verify": text}}, "b": {"nodetune_verify_result": listed}}
+    from_text = filters.nodetune_verify_results(hostvars, ["a"], "tune_result.verify")["a"]
+    from_list = filters.nodetune_verify_results(hostvars, ["b"])["b"]
+    assert from_text["findings"] == from_list["findings"] and from_text["report"] == from_list["report"]
+    assert report.junit_xml({"n": from_text}) == report.junit_xml({"n": listed})
+    assert isinstance(hostvars["a"]["tune_result"]["verify"]["findings"], str)  # the stored result is left as is

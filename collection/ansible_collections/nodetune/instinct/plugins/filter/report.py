@@ -10,6 +10,7 @@ YAML file of each filter's name next to this one (``ansible-doc -t filter nodetu
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, List, Mapping, Optional
 
 from ansible.errors import AnsibleFilterError
@@ -54,7 +55,24 @@ def nodetune_verify_results(hostvars: Any, hosts: List[str], var: str = DEFAULT_
             out[str(host)] = _plain(result) if result is not None else None
         else:
             out[str(host)] = result  # stored data, plain already: never mutated here, so not copied
+        out[str(host)] = _with_findings(out[str(host)])
     return out
+
+
+def _with_findings(result: Any) -> Any:
+    """A result whose findings are one JSON text (the tune module's audit, as site.yml registers it) as the same
+    result with the list, in ``findings`` and in ``report`` (a new dict: the stored one is left as it is)."""
+    if not isinstance(result, Mapping) or not isinstance(result.get("findings"), str):
+        return result
+    try:
+        findings = json.loads(result["findings"])
+    except ValueError as exc:
+        raise AnsibleFilterError("nodetune_verify_results: the findings of a result are not valid JSON: %s"
+                                 % exc) from None
+    expanded = dict(result, findings=findings)
+    if isinstance(result.get("report"), Mapping):
+        expanded["report"] = dict(result["report"], findings=findings)
+    return expanded
 
 
 _TEMPLATED = object()

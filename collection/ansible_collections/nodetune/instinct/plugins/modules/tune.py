@@ -186,6 +186,10 @@ verify:
   description:
     - The audit after the apply (with O(verify)), the result of M(nodetune.instinct.verify) - C(drift), C(findings),
       C(summary), C(report), C(notes) and, with a textfile, C(textfile).
+    - Called through the action plugin (the tune role), C(findings) is ONE JSON text (decode it with
+      C(from_json)) and C(report) holds everything but the findings; the node's report file and the fleet reports
+      have them in full. A list of ~1,700 findings per node costs Ansible more controller CPU to carry than the
+      audit costs to make.
   type: dict
   returned: when O(verify) is set and state=present
 journal:
