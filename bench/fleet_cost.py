@@ -46,6 +46,7 @@ PING = "- name: Ping\n  hosts: all\n  gather_facts: false\n  tasks:\n    - name:
 CASES = ("ping", "site", "site (no-op)", "apply (no-op)")
 TARGETS = {"site": 4.0, "site (no-op)": 3.0}
 DEFAULT_SIZES = (1, 8, 32, 64)
+NODE_ENTRIES = 40_000  # files, folders and links of one lab node tree (the MI300X spec: 38,937)
 
 
 # --------------------------------------------------------------------------------------------- the nodes
@@ -327,7 +328,7 @@ def run(sizes: list[int], rounds: int, mitogen: str, workdir: Path | None, keep:
         out: list[str] | None = None, bound: bool = True) -> dict:
     """Measure every fleet size with every strategy; print as it goes; return the figures (and ratio lines in
     ``out``)."""
-    folder = workdir or _common.shm_dir("nodetune-fleet-")
+    folder = workdir or _common.shm_dir("nodetune-fleet-", inodes=NODE_ENTRIES * (max(sizes) + len(SPECS)))
     results: dict = {"sizes": sizes, "rounds": rounds, "strategies": {}}
     try:
         fleet = Fleet(folder)

@@ -135,6 +135,14 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     # drift injected: verify.yml alone finds it, and with nodetune_verify_fail_on_drift the host fails after its
     # report is written, counted as drifted (not as failed) in the fleet summary
     (node / "proc/sys/kernel/numa_balancing").write_text("1\n")
+    # site.yml --tags verify applies nothing and audits every area (as verify.yml --tags verify would)
+    audit_only = ok(playbook(inventory, "site.yml", "--tags", "verify"))
+    assert recap(audit_only, "node1")["changed"] == 0
+    assert (node / "proc/sys/kernel/numa_balancing").read_text().strip() == "1"
+    summary = json.loads((tmp_path / "reports" / "summary.json").read_text())
+    assert {i for i in summary["drifted"]["node1"] if not i.startswith("bios.")} == {"sysctl.kernel.numa_balancing"}
+    audited = {f["id"] for f in json.loads((tmp_path / "reports" / "nodes" / "node1.json").read_text())["findings"]}
+    assert {"cpu.governor", "nvme.scheduler", "ib.mtu", "smt.siblings_offline", "rocm.env"} <= audited
     audit = playbook(inventory, "playbooks/verify.yml", "-e", "nodetune_verify_fail_on_drift=true")
     assert audit.returncode != 0 and recap(audit, "node1")["failed"] == 1
     assert "sysctl.kernel.numa_balancing" in failures(audit.stdout)["node1"]

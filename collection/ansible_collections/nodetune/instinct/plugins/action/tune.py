@@ -13,7 +13,8 @@ than the tune module call itself. Here the same work happens on the controller a
   ``meta/argument_specs.yml`` exactly as Ansible validates a role's arguments. Variables of the namespace that the
   role does not know are passed on too, so the module refuses a misspelt one instead of ignoring it.
 - An area whose ``nodetune_<role>_enabled`` is false is left out, and so is one the run's tags exclude:
-  ``--tags nvme`` tunes only the nvme area, ``--skip-tags nvme`` all but it, ``--tags verify`` none (no call).
+  ``--tags nvme`` tunes only the nvme area, ``--skip-tags nvme`` all but it, ``--tags verify`` none (no call, unless
+  the task also verifies: then it applies nothing and audits every area).
 - ``areas`` given (e.g. ``nodetune_areas`` built by the area roles' own set_fact when you compose them
   yourself): passed through unchanged.
 - ``verify: true`` (the tune role with ``nodetune_tune_verify``, as site.yml runs it): the node is audited in the
@@ -62,6 +63,7 @@ AREA_ROLES = (
 )
 BIOS_ROLE = ("bios_check", r"^nodetune_bios_")
 ALL_TAGS = ("all", "apply")
+VERIFY_TAGS = ("all", "apply", "verify")  # the tags that select every area for an audit (the area roles' own tags)
 
 
 VERIFY_ROLE = ("verify", r"^nodetune_(verify|health)_|^nodetune_report_dir$")
@@ -106,11 +108,13 @@ class ActionModule(ActionBase):
             verify = args.pop("verify", None)
             if present and verify is not None and not isinstance(verify, dict) and boolean(verify, strict=False):
                 args["verify"], controller = self._verify_options(task_vars, errors)
+                self._audit_scope(args, task_vars, errors)
             elif isinstance(verify, dict) and present:
                 args["verify"] = verify
         except RoleVariablesError as exc:
             result.update(failed=True, msg="nodetune: %s" % exc)
             return result
+        errors = list(dict.fromkeys(errors))  # an area gathered for the apply and for the audit reports once
         if errors:
             result.update(failed=True, errors=errors,
                           msg="nodetune refused the role variables, nothing was sent to the node: " + "; ".join(errors))
@@ -196,12 +200,37 @@ class ActionModule(ActionBase):
 
     # ------------------------------------------------------------------------------------------ collection
     def _collect(self, args, task_vars):
+        return self._gather(args, task_vars, self.ALL_TAGS)
+
+    def _collect_for_audit(self, args, task_vars):
+        """``areas`` and ``bios`` as an audit takes them: every area the tags select for a verify run, and a
+        disabled bios_check passed as such (the verify module, unlike tune, runs the BIOS-level checks on an empty
+        mapping)."""
+        collected, errors = self._gather(args, task_vars, VERIFY_TAGS)
+        if "bios" not in args and not collected.get("bios"):
+            role, _pattern = BIOS_ROLE
+            if selected(role, task_vars, VERIFY_TAGS) and self._find_role(role, task_vars, required=False):
+                collected["bios"] = {"nodetune_bios_check_enabled": False}
+        return collected, errors
+
+    def _audit_scope(self, args, task_vars, errors):
+        """The audit after the apply covers what a verify run with the same tags covers: ``--tags verify`` applies
+        nothing and audits every area, ``--tags nvme`` applies and audits nvme. Where that differs from what is
+        applied, the module is told (``verify.areas``/``verify.bios``) and discovers the node for the audit."""
+        given = dict((key, self._task.args[key]) for key in ("areas", "bios") if key in self._task.args)
+        audit, audit_errors = self._collect_for_audit(given, task_vars)
+        errors.extend(audit_errors)
+        for key in ("areas", "bios"):
+            if key in audit and audit[key] != args.get(key):
+                args["verify"][key] = audit[key]
+
+    def _gather(self, args, task_vars, all_tags):
         collected = {}
         errors = []
         if "areas" not in args:
             areas = {}
             for role, pattern in AREA_ROLES:
-                if not selected(role, task_vars, self.ALL_TAGS):
+                if not selected(role, task_vars, all_tags):
                     continue
                 values = self._role_variables(role, pattern, task_vars, errors)
                 if values is not None:
@@ -211,13 +240,24 @@ class ActionModule(ActionBase):
             role, pattern = BIOS_ROLE
             values = None
             # Without the bios_check role (an ad-hoc call from elsewhere) the BIOS-level checks are simply not run.
-            if selected(role, task_vars, self.ALL_TAGS) and self._find_role(role, task_vars, required=False):
+            if selected(role, task_vars, all_tags) and self._find_role(role, task_vars, required=False):
                 values = self._role_variables(role, pattern, task_vars, errors)
             collected["bios"] = values or {}
         return collected, errors
 
     def _role_variables(self, role, pattern, task_vars, errors, toggle=True):
-        """The role's variables for this host (its defaults under the host's values), validated; None if disabled."""
+        """The role's variables for this host (its defaults under the host's values), validated; None if disabled.
+        Gathered once per task (the apply and its audit ask for the same roles)."""
+        memo = self.__dict__.setdefault("_nodetune_roles", {})
+        key = (role, toggle)
+        if key not in memo:
+            found = []
+            memo[key] = (self._read_role_variables(role, pattern, task_vars, found, toggle), found)
+        values, found = memo[key]
+        errors.extend(found)
+        return values
+
+    def _read_role_variables(self, role, pattern, task_vars, errors, toggle):
         role_dir = self._find_role(role, task_vars)
         defaults = self._load(os.path.join(role_dir, "defaults", "main.yml")) or {}
         spec = self._load(os.path.join(role_dir, "meta", "argument_specs.yml")) or {}

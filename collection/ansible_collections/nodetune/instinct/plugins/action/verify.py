@@ -37,11 +37,10 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.nodetune.instinct.plugins.action.tune import (
-    BIOS_ROLE,
+    VERIFY_TAGS,
     RoleVariablesError,
     expand_findings,
     finish_audit,
-    selected,
     write_report,
 )
 from ansible_collections.nodetune.instinct.plugins.action.tune import ActionModule as TuneAction
@@ -54,17 +53,10 @@ class ActionModule(TuneAction):
     TRANSFERS_FILES = False
     _requires_connection = True
     MODULE_NAME = "nodetune.instinct.verify"
-    ALL_TAGS = ("all", "apply", "verify")  # the tags the area roles' own tasks carry
+    ALL_TAGS = VERIFY_TAGS  # the tags the area roles' own tasks carry
 
     def _collect(self, args, task_vars):
-        collected, errors = super(ActionModule, self)._collect(args, task_vars)
-        if "bios" not in args and not collected.get("bios"):
-            # The tune module skips the BIOS-level checks on an empty mapping, verify runs them with their defaults:
-            # a disabled bios_check role must say so, as the role's own set_fact passes its toggle.
-            role, _pattern = BIOS_ROLE
-            if selected(role, task_vars, self.ALL_TAGS) and self._find_role(role, task_vars, required=False):
-                collected["bios"] = {"nodetune_bios_check_enabled": False}
-        return collected, errors
+        return self._collect_for_audit(args, task_vars)
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}

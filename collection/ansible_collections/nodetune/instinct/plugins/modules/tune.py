@@ -82,6 +82,16 @@ options:
         C(nodetune_verify_fail_on_drift), after the report is written.
     type: dict
     suboptions:
+      areas:
+        description:
+          - >-
+            The areas to audit, where they differ from O(areas) (the action plugin passes them when the run's tags
+            select areas for a verify run that they do not select for an apply - C(--tags verify) applies nothing
+            and audits every area). Not given, the applied O(areas) are audited.
+        type: dict
+      bios:
+        description: The BIOS-level check variables of the audit, where they differ from O(bios).
+        type: dict
       health:
         description: Health thresholds, as the O(nodetune.instinct.verify#module:health) option.
         type: dict
@@ -225,14 +235,24 @@ def check_bios(module, state, config):
     return drift
 
 
+def audit_scope(params):
+    """The areas and BIOS-level variables the audit covers: the verify option's own where given."""
+    options = params["verify"] or {}
+    areas = options["areas"] if options.get("areas") is not None else params["areas"]
+    bios = options["bios"] if options.get("bios") is not None else params["bios"]
+    return areas, bios
+
+
 def audit_after_apply(module, params, state, result, waivers, run_command):
     """The verify result of the node as the apply left it. A run that wrote something discovers the node again
-    (offlined siblings change the online CPUs, drivers renumber nothing but answer anew); one that wrote nothing,
-    or ran in check mode, audits the state it just read."""
-    if result.get("changed") and not module.check_mode:
-        state = load(params["root"], params["areas"], params["policy"], run_command)
+    (offlined siblings change the online CPUs, drivers renumber nothing but answer anew), and so does an audit of
+    other areas than the applied ones; one that wrote nothing, or ran in check mode, audits the state it just
+    read."""
+    areas, bios = audit_scope(params)
+    if (result.get("changed") and not module.check_mode) or areas != params["areas"]:
+        state = load(params["root"], areas, params["policy"], run_command)
     options = params["verify"]
-    return audit_mod.audit(state, params["areas"], params["bios"], options["health"], waivers,
+    return audit_mod.audit(state, areas, bios, options["health"], waivers,
                            node_name=options["node_name"], textfile_path=options["textfile_path"],
                            check_mode=module.check_mode, warn=module.warn,
                            findings_format=options["findings_format"])
@@ -249,6 +269,8 @@ def main():
             lock_timeout=dict(type="int", default=30),
             bios=dict(type="dict", default={}),
             verify=dict(type="dict", options=dict(
+                areas=dict(type="dict"),
+                bios=dict(type="dict"),
                 health=dict(type="dict", default={}),
                 waivers=dict(type="list", elements="dict", default=[]),
                 textfile_path=dict(type="path"),
@@ -272,7 +294,7 @@ def main():
         audit_options = params["verify"]
         waivers = None
         if audit_options is not None:  # refused here, before any write, like every other input
-            waivers = audit_mod.prepare(params["bios"], audit_options["health"], audit_options["waivers"])
+            waivers = audit_mod.prepare(audit_scope(params)[1], audit_options["health"], audit_options["waivers"])
         state = load(params["root"], params["areas"], params["policy"], run_command)
         bios_drift = check_bios(module, state, params["bios"])
         result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services)
