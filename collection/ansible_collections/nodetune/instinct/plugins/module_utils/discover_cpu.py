@@ -23,7 +23,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Ro
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Callable, Dict, List, Optional, Tuple
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
@@ -74,22 +74,21 @@ _CPULIST_MEMO: Dict[str, Tuple[int, ...]] = {}
 _CPUMASK_MEMO: Dict[str, Tuple[int, ...]] = {}
 
 
-def _cpulist_cached(text: str) -> Tuple[int, ...]:
-    cpus = _CPULIST_MEMO.get(text)
+def _memoised(memo: Dict[str, Tuple[int, ...]], parse: Callable[[str], List[int]], text: str) -> Tuple[int, ...]:
+    cpus = memo.get(text)
     if cpus is None:
-        cpus = tuple(parse_cpulist(text))
-        if len(_CPULIST_MEMO) < _MEMO_LIMIT:
-            _CPULIST_MEMO[text] = cpus
+        cpus = tuple(parse(text))
+        if len(memo) < _MEMO_LIMIT:
+            memo[text] = cpus
     return cpus
+
+
+def _cpulist_cached(text: str) -> Tuple[int, ...]:
+    return _memoised(_CPULIST_MEMO, parse_cpulist, text)
 
 
 def _cpumask_cached(text: str) -> Tuple[int, ...]:
-    cpus = _CPUMASK_MEMO.get(text)
-    if cpus is None:
-        cpus = tuple(parse_cpumask(text))
-        if len(_CPUMASK_MEMO) < _MEMO_LIMIT:
-            _CPUMASK_MEMO[text] = cpus
-    return cpus
+    return _memoised(_CPUMASK_MEMO, parse_cpumask, text)
 
 
 def cpulist_or_none(text: Optional[str], what: str, warnings: List[str]) -> Optional[List[int]]:
