@@ -79,6 +79,7 @@ class ActionModule(TuneAction):
         except RoleVariablesError as exc:
             result.update(failed=True, msg="nodetune: %s" % exc)
             return result
+        errors = list(dict.fromkeys(errors))  # the role's own spec and its gathered variables may say the same
         if errors:
             result.update(failed=True, errors=errors,
                           msg="nodetune refused the role variables, nothing was sent to the node: " + "; ".join(errors))
