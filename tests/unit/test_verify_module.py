@@ -295,3 +295,27 @@ def test_tune_with_verify_audits_the_node_it_just_tuned_in_the_same_call(tmp_pat
     key = ("id", "target", "status", "expected", "actual")
     assert [tuple(f[k] for k in key) for f in audit["findings"]] == [tuple(f[k] for k in key)
                                                                      for f in alone["findings"]]
+
+
+def test_an_audit_that_fails_after_the_apply_says_the_apply_stands(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The writes are made and journaled before the audit: if the audit cannot run, the failure must not claim
+    that nothing was written, and it carries the apply's own result (changed, actions)."""
+    from ansible.module_utils.testing import patch_module_args
+    from ansible_collections.nodetune.instinct.plugins.modules import tune as tune_module
+    from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
+
+    dest = tmp_path / "node"
+    simnode.build(SPEC, str(dest))
+
+    def broken_audit(*_args, **_kwargs):
+        raise SettingError(["the node could not be planned again"])
+
+    monkeypatch.setattr(tune_module, "audit_after_apply", broken_audit)
+    with patch_module_args({"root": str(dest), "areas": AREAS, "verify": {}}), pytest.raises(SystemExit) as exited:
+        tune_module.main()
+    assert exited.value.code == 1
+    res = json.loads(capsys.readouterr().out)
+    assert res["failed"] and res["changed"] and res["actions"]
+    assert res["msg"].startswith("nodetune applied the tuning (%d change(s), journaled)" % len(res["actions"]))
+    assert "the node could not be planned again" in res["msg"] and "nothing was written" not in res["msg"]
+    assert (dest / "var/lib/nodetune/journal.json").exists()

@@ -299,7 +299,13 @@ def main():
         bios_drift = check_bios(module, state, params["bios"])
         result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services)
         if audit_options is not None:
-            result["verify"] = audit_after_apply(module, params, state, result, waivers, run_command)
+            try:
+                result["verify"] = audit_after_apply(module, params, state, result, waivers, run_command)
+            except (SettingError, LayoutError, NodeFileError) as exc:  # the apply stands: say so, with its result
+                detail = "; ".join(exc.errors) if isinstance(exc, SettingError) else str(exc)
+                module.fail_json(msg="nodetune applied the tuning (%d change(s), journaled) but could not audit the "
+                                     "node after it: %s; audit it with playbooks/verify.yml"
+                                     % (len(result.get("actions") or []), detail), **result)
     except audit_mod.WaiverError as exc:
         module.fail_json(msg="nodetune refused the verify waivers, nothing was written: %s" % exc)
     except bios_mod.BiosConfigError as exc:
