@@ -301,8 +301,8 @@ def test_an_audit_that_fails_after_the_apply_says_the_apply_stands(tmp_path: Pat
     """The writes are made and journaled before the audit: if the audit cannot run, the failure must not claim
     that nothing was written, and it carries the apply's own result (changed, actions)."""
     from ansible.module_utils.testing import patch_module_args
-    from ansible_collections.nodetune.instinct.plugins.modules import tune as tune_module
     from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
+    from ansible_collections.nodetune.instinct.plugins.modules import tune as tune_module
 
     dest = tmp_path / "node"
     simnode.build(SPEC, str(dest))
@@ -316,6 +316,6 @@ def test_an_audit_that_fails_after_the_apply_says_the_apply_stands(tmp_path: Pat
     assert exited.value.code == 1
     res = json.loads(capsys.readouterr().out)
     assert res["failed"] and res["changed"] and res["actions"]
-    assert res["msg"].startswith("nodetune applied the tuning (%d change(s), journaled)" % len(res["actions"]))
+    assert res["msg"].startswith(f"nodetune applied the tuning ({len(res['actions'])} change(s), journaled)")
     assert "the node could not be planned again" in res["msg"] and "nothing was written" not in res["msg"]
     assert (dest / "var/lib/nodetune/journal.json").exists()
