@@ -241,3 +241,9 @@ def test_findings_carried_as_json_text_are_reported_in_full() -> None:
     assert from_text["findings"] == from_list["findings"] and from_text["report"] == from_list["report"]
     assert report.junit_xml({"n": from_text}) == report.junit_xml({"n": listed})
     assert isinstance(hostvars["a"]["tune_result"]["verify"]["findings"], str)  # the stored result is left as is
+
+
+def test_a_revert_summary_says_revert() -> None:
+    summary = report.apply_summary({"r": {"changed": True, "restored": ["a"]}}, title="nodetune revert")
+    assert summary["text"][:2] == ["nodetune revert: 1 node(s): 1 changed, 0 unchanged, 0 failed",
+                                   "restored from the journal: 1 value(s)"]

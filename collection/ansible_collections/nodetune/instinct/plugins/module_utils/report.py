@@ -214,7 +214,8 @@ def summary_lines(summary: Dict[str, Any], names: int = 8) -> List[str]:
 
 
 # ------------------------------------------------------------------------------------------------ apply summary
-def apply_summary(results: Dict[str, Any], top: int = 10, names: int = 8) -> Dict[str, Any]:
+def apply_summary(results: Dict[str, Any], top: int = 10, names: int = 8, title: str = "nodetune apply"
+                  ) -> Dict[str, Any]:
     """The fleet's tune results in a few lines: nodes changed, unchanged, failed; changes by id (nodes, values);
     reboots required; notes with how many nodes gave them. One summary per run instead of one per host: at fleet
     scale a per-host task costs a worker process per host, and a thousand summaries are not read."""
@@ -256,14 +257,14 @@ def apply_summary(results: Dict[str, Any], top: int = 10, names: int = 8) -> Dic
         "changes_by_id": [{"id": check, "nodes": n, "values": v} for check, (n, v) in frequent],
         "notes": [{"note": note, "nodes": n} for note, n in sorted(notes.items(), key=lambda i: (-i[1], i[0]))],
     }
-    summary["text"] = _apply_lines(summary, names)
+    summary["text"] = _apply_lines(summary, names, title)
     return summary
 
 
-def _apply_lines(summary: Dict[str, Any], names: int) -> List[str]:
+def _apply_lines(summary: Dict[str, Any], names: int, title: str) -> List[str]:
     counts = summary["counts"]
-    lines = ["nodetune apply: %d node(s): %d changed, %d unchanged, %d failed"
-             % (summary["nodes"], counts["changed"], counts["unchanged"], counts["failed"])]
+    lines = ["%s: %d node(s): %d changed, %d unchanged, %d failed"
+             % (title, summary["nodes"], counts["changed"], counts["unchanged"], counts["failed"])]
     if summary["changes_by_id"]:
         lines.append("changes by id: " + ", ".join("%s on %d node(s) (%d value(s))" % (c["id"], c["nodes"], c["values"])
                                                    for c in summary["changes_by_id"]))
