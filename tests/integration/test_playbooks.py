@@ -152,6 +152,22 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     drifted = [f for f in json.loads((tmp_path / "reports" / "nodes" / "node1.json").read_text())["findings"]
                if f["status"] == "drift" and f["source"] == "setting"]
     assert [f["id"] for f in drifted] == ["sysctl.kernel.numa_balancing"]
+    # a waivers file, read on the controller, turns that drift into waived; and verify.yml imported twice in one
+    # run verifies twice (the first run's registered result is not taken for a verify variable the second time)
+    waivers = tmp_path / "waivers.yml"
+    waivers.write_text(yaml.safe_dump({"waivers": [{"id": "sysctl.kernel.numa_balancing", "reason": "experiment",
+                                                    "expires": "2999-12-31"}]}))
+    twice = tmp_path / "twice.yml"
+    twice.write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": str(REPO / "playbooks" / "verify.yml")}] * 2))
+    waived = ok(playbook(inventory, str(twice), "-e", f"nodetune_verify_waivers_file={waivers}"))
+    assert waived.stdout.count("TASK [verify : Verify the node against its desired state") == 2
+    statuses = {f["id"]: f["status"] for f in
+                json.loads((tmp_path / "reports" / "nodes" / "node1.json").read_text())["findings"]}
+    assert statuses["sysctl.kernel.numa_balancing"] == "waived"
+    missing = playbook(inventory, "playbooks/verify.yml", "-e", f"nodetune_verify_waivers_file={tmp_path}/none.yml")
+    assert missing.returncode != 0
+    assert f"nodetune_verify_waivers_file='{tmp_path}/none.yml' cannot be read on the controller" in \
+        failures(missing.stdout)["node1"]
     ok(playbook(inventory, "playbooks/apply.yml", "--tags", "sysctl"))
 
     # revert: the tree as it was before nodetune, byte for byte

@@ -66,7 +66,9 @@ ALL_TAGS = ("all", "apply")
 VERIFY_TAGS = ("all", "apply", "verify")  # the tags that select every area for an audit (the area roles' own tags)
 
 
-VERIFY_ROLE = ("verify", r"^nodetune_(verify|health)_|^nodetune_report_dir$")
+# The verify role's namespace, less what the role itself registers (nodetune_verify_result) or passes to its report
+# tasks (nodetune_verify_result_var): a play that verified once must verify again without them read as settings.
+VERIFY_ROLE = ("verify", r"^nodetune_verify_(?!result$|result_var$)|^nodetune_health_|^nodetune_report_dir$")
 
 
 class RoleVariablesError(Exception):
@@ -90,7 +92,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = True
     MODULE_NAME = "nodetune.instinct.tune"
-    ALL_TAGS = ALL_TAGS  # tags that select every area (a verify action would use ("all", "verify"))
+    ALL_TAGS = ALL_TAGS  # tags that select every area (the verify action uses VERIFY_TAGS)
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -110,7 +112,7 @@ class ActionModule(ActionBase):
                 args["verify"], controller = self._verify_options(task_vars, errors)
                 self._audit_scope(args, task_vars, errors)
             elif isinstance(verify, dict) and present:
-                args["verify"] = verify
+                args["verify"] = dict(verify)  # a copy: the transport format is set on it below
         except RoleVariablesError as exc:
             result.update(failed=True, msg="nodetune: %s" % exc)
             return result
