@@ -116,11 +116,8 @@ class ActionModule(ActionBase):
         except RoleVariablesError as exc:
             result.update(failed=True, msg="nodetune: %s" % exc)
             return result
-        errors = list(dict.fromkeys(errors))  # an area gathered for the apply and for the audit reports once
         if errors:
-            result.update(failed=True, errors=errors,
-                          msg="nodetune refused the role variables, nothing was sent to the node: " + "; ".join(errors))
-            return result
+            return refused(result, errors)
         if present and not args.get("areas") and not args.get("bios") and not args.get("verify") \
                 and not any_selected(task_vars, self.ALL_TAGS):
             result.update(skipped=True, changed=False,
@@ -361,6 +358,15 @@ def _trusted(value):
     if isinstance(value, str):
         return trust_as_template(value)
     return value
+
+
+def refused(result, errors):
+    """The task's failure for bad role variables, each named once (an area gathered for the apply and for its
+    audit, or a variable checked by its role's spec and by the gathering, may say the same)."""
+    errors = list(dict.fromkeys(errors))
+    result.update(failed=True, errors=errors,
+                  msg="nodetune refused the role variables, nothing was sent to the node: " + "; ".join(errors))
+    return result
 
 
 # --------------------------------------------------------------------------------------------- audit results

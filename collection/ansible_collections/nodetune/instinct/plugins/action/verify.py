@@ -41,6 +41,7 @@ from ansible_collections.nodetune.instinct.plugins.action.tune import (
     RoleVariablesError,
     expand_findings,
     finish_audit,
+    refused,
     write_report,
 )
 from ansible_collections.nodetune.instinct.plugins.action.tune import ActionModule as TuneAction
@@ -79,11 +80,8 @@ class ActionModule(TuneAction):
         except RoleVariablesError as exc:
             result.update(failed=True, msg="nodetune: %s" % exc)
             return result
-        errors = list(dict.fromkeys(errors))  # the role's own spec and its gathered variables may say the same
         if errors:
-            result.update(failed=True, errors=errors,
-                          msg="nodetune refused the role variables, nothing was sent to the node: " + "; ".join(errors))
-            return result
+            return refused(result, errors)
         if "fail_on_drift" in controller:
             controller["fail_on_drift"] = boolean(controller["fail_on_drift"], strict=False)
         compact = "findings_format" not in args and not self._task.async_val  # async_status would see the text
