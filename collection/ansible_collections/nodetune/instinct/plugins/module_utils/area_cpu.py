@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     CPU_DIR,
     Context,
@@ -24,7 +25,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.area_common impo
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting
 
 AREA = "cpu"
-VARIABLES = ("nodetune_cpu_governor", "nodetune_cpu_epp", "nodetune_cpu_idle_states_disabled")
+VARIABLES = areas.area_variables(AREA)
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Context,
     describe,
@@ -24,16 +25,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.area_sysctl impo
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import INT, Setting
 
 AREA = "infiniband"
-VARIABLES = (
-    "nodetune_ipoib_mtu",
-    "nodetune_ipoib_mtu_change_allowed",
-    "nodetune_ib_link_mtu",
-    "nodetune_net_core_rmem_max",
-    "nodetune_net_core_wmem_max",
-    "nodetune_neigh_gc_thresh1",
-    "nodetune_neigh_gc_thresh2",
-    "nodetune_neigh_gc_thresh3",
-)
+VARIABLES = areas.area_variables(AREA)
 IB_MTUS = (256, 512, 1024, 2048, 4096)
 IPOIB_HEADER = 4
 CONNECTED_MAX = 65520

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Context,
     unknown_keys,
@@ -25,8 +26,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.setting import C
 AREA = "irq"
 ROLE = "irq_affinity"
 MODES = ("disable", "ban", "leave")
-VARIABLES = ("nodetune_irqbalance_mode", "nodetune_irqbalance_stop_allowed", "nodetune_irq_pin_nic",
-             "nodetune_os_family")
+VARIABLES = areas.area_variables(ROLE)
 UNIT = "irqbalance.service"
 CONFIG_BY_FAMILY = {"Debian": "etc/default/irqbalance", "RedHat": "etc/sysconfig/irqbalance",
                     "Suse": "etc/sysconfig/irqbalance"}

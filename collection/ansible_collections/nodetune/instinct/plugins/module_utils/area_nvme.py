@@ -15,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 from typing import Any, Dict, List, Optional
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Context,
     describe,
@@ -24,12 +25,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.area_common impo
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import CHOICE, FILE, INT, Setting
 
 AREA = "nvme"
-VARIABLES = (
-    "nodetune_nvme_devices",
-    "nodetune_nvme_scheduler",
-    "nodetune_nvme_nr_requests",
-    "nodetune_nvme_module_options",
-)
+VARIABLES = areas.area_variables(AREA)
 SCHED_MAX_REQUESTS = 2048
 # single-queue elevators removed in Linux 5.0 (old tuning guides still name them) -> their blk-mq counterparts
 LEGACY_SCHEDULERS = {"noop": "none", "deadline": "mq-deadline", "cfq": "bfq"}
@@ -39,12 +35,7 @@ MODULE_OPTIONS = {  # name -> (low, high) ; high None = number of CPUs
     "write_queues": (0, None),
     "poll_queues": (0, None),
 }
-NR_QUEUES_HINT = (
-    "nodetune_nvme_nr_queues is not a setting: there is no /sys/block/<dev>/queue/nr_queues file (the article's "
-    "'echo 32 > .../nr_queues' writes nowhere). NVMe hardware queues are fixed when the driver probes the device "
-    "(one /sys/block/<dev>/mq/<n>/ per queue); shape them with nodetune_nvme_module_options (write_queues, "
-    "poll_queues, io_queue_depth), which take effect at the next reboot"
-)
+NR_QUEUES_HINT = areas.hints(AREA)["nodetune_nvme_nr_queues"]
 
 
 def devices(ctx: Context, pattern: str) -> List[Dict[str, Any]]:
@@ -64,7 +55,7 @@ def nr_requests_limit(ctx: Context, device: Dict[str, Any], scheduler: str) -> i
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
-    unknown_keys(ctx, config, VARIABLES, AREA, hints={"nodetune_nvme_nr_queues": NR_QUEUES_HINT})
+    unknown_keys(ctx, config, VARIABLES, AREA, hints=areas.hints(AREA))
     pattern = want_str(ctx, config, "nodetune_nvme_devices") or "nvme*n*"
     scheduler = want_str(ctx, config, "nodetune_nvme_scheduler")
     requested = config.get("nodetune_nvme_nr_requests")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Tuple
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils import rank_bind
 from ansible_collections.nodetune.instinct.plugins.module_utils import rocm_catalog as catalog
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
@@ -38,9 +39,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import for
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import FILE, Setting
 
 AREA = "rocm_env"
-VARIABLES = ("nodetune_rocm_env", "nodetune_rocm_env_policy", "nodetune_rocm_profile", "nodetune_rocm_layout_env",
-             "nodetune_rocm_bind", "nodetune_rocm_profile_file", "nodetune_rocm_rccl_conf_file",
-             "nodetune_rocm_env_file", "nodetune_rocm_ranks_file", "nodetune_rocm_bind_file")
+VARIABLES = areas.area_variables(AREA)
 PATH_VARIABLES = (
     ("nodetune_rocm_profile_file", "etc/profile.d/nodetune-rocm.sh"),
     ("nodetune_rocm_rccl_conf_file", "etc/rccl.conf"),

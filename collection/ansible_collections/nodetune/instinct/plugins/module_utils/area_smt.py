@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     CPU_DIR,
     Context,
@@ -22,7 +23,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.setting import S
 
 AREA = "smt"
 POLICIES = ("keep", "offline_siblings", "control_off")
-VARIABLES = ("nodetune_smt_policy", "nodetune_smt_offline_allowed")
+VARIABLES = areas.area_variables(AREA)
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:

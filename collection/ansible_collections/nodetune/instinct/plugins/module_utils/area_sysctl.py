@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Context,
     describe,
@@ -21,12 +22,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.area_common impo
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import INT, WORDS, Setting
 
 AREA = "sysctl"
-VARIABLES = (
-    "nodetune_vm_dirty_ratio",
-    "nodetune_vm_dirty_background_ratio",
-    "nodetune_kernel_numa_balancing",
-    "nodetune_sysctl_extra",
-)
+VARIABLES = areas.area_variables(AREA)
 _KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_\-]+)+$")
 
 
@@ -41,10 +37,7 @@ def sysctl_setting(key: str, value: Any, area: str, reason: str, compare: str = 
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
-    unknown_keys(ctx, config, VARIABLES, AREA, hints={
-        "nodetune_vm_dirty_bytes": "nodetune_vm_dirty_bytes is not supported: vm.dirty_bytes and vm.dirty_ratio "
-                                   "are exclusive (writing one zeroes the other); set nodetune_vm_dirty_ratio",
-    })
+    unknown_keys(ctx, config, VARIABLES, AREA, hints=areas.hints(AREA))
     settings: List[Setting] = []
     ratio = want_int(ctx, config, "nodetune_vm_dirty_ratio", 1, 100)
     background = want_int(ctx, config, "nodetune_vm_dirty_background_ratio", 0, 100)

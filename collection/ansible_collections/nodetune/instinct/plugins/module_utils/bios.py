@@ -19,6 +19,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Errors,
     describe,
@@ -46,8 +47,7 @@ SMT_CHOICES = ("off", "on", "any")
 IOMMU_CHOICES = ("auto", "on", "off", "any")
 NPS_CHOICES = ("auto", "any", "1", "2", "4")
 ASPM_CHOICES = ("off", "any")
-VARIABLES = ("nodetune_bios_policy", "nodetune_bios_platform", "nodetune_bios_checks", "nodetune_bios_smt",
-             "nodetune_bios_nps", "nodetune_bios_iommu", "nodetune_bios_pci_realloc_off", "nodetune_bios_aspm")
+VARIABLES = areas.area_variables(AREA)
 
 # AMD GPU PCI device ids -> the platform whose BIOS guide applies. MI210/MI250/MI250X are one generation (CDNA2,
 # "MI200" guide); MI300X, MI325X and the MI300X virtual function follow the MI300X guide. MI300A (APU) has its own

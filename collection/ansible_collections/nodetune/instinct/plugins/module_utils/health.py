@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Errors,
     describe,
@@ -42,8 +43,8 @@ AREA = "health"
 CHECKS = ("gpu_temp", "gpu_power", "ib_port", "pcie_link")
 DEFAULT_TEMP_MAX_C = 85.0
 DEFAULT_POWER_MAX_W = 300.0
-VARIABLES = ("nodetune_health_checks", "nodetune_health_gpu_temp_max_c", "nodetune_health_gpu_power_max_w",
-             "nodetune_health_ib_rate_min_gbps")
+VARIABLES = tuple(name for name in areas.ROLES["verify"]["variables"]
+                  if name.startswith("nodetune_health_") and name != "nodetune_health_enabled")
 
 
 class HealthConfigError(SettingError):

@@ -13,6 +13,7 @@ from typing import Any, Dict, List
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import (
     area_cpu,
+    areas,
     area_infiniband,
     area_irq,
     area_nvme,
@@ -24,16 +25,11 @@ from ansible_collections.nodetune.instinct.plugins.module_utils import (
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting, SettingError, check_shape
 
-# area name (the role name) -> builder; the order only matters for error messages (apply orders by Setting.order)
-BUILDERS = (
-    ("smt", area_smt.build),
-    ("cpu", area_cpu.build),
-    ("irq_affinity", area_irq.build),
-    ("infiniband", area_infiniband.build),
-    ("nvme", area_nvme.build),
-    ("sysctl", area_sysctl.build),
-    ("rocm_env", area_rocm_env.build),
-)
+# The builder modules, imported by name so that Ansible ships them in the module payload; which area each builds and
+# in what order is declared in areas.py.
+_MODULES = {"area_smt": area_smt, "area_cpu": area_cpu, "area_irq": area_irq, "area_infiniband": area_infiniband,
+            "area_nvme": area_nvme, "area_sysctl": area_sysctl, "area_rocm_env": area_rocm_env}
+BUILDERS = tuple((name, _MODULES[areas.ROLES[name]["builder"]].build) for name in areas.AREAS)
 AREAS = tuple(entry[0] for entry in BUILDERS)
 
 

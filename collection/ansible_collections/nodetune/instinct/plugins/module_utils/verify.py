@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
     DRIFT,
     NOT_APPLICABLE,
@@ -26,8 +27,10 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.tuning import AREAS
 
-SEVERITY_BY_AREA = {"smt": "high", "irq": "high", "cpu": "medium", "nvme": "medium", "infiniband": "medium",
-                    "sysctl": "low", "rocm_env": "medium", "persist": "low"}
+# Setting.area -> the severity of its drift, and the tag (area role) that restores it (areas.py declares both)
+SEVERITY_BY_AREA = dict([(areas.ROLES[name]["setting_area"], areas.ROLES[name]["severity"]) for name in areas.AREAS]
+                        + [("persist", "low")])
+TAG_BY_AREA = dict([(areas.ROLES[name]["setting_area"], name) for name in areas.AREAS] + [("persist", "apply")])
 REMEDY = "run the nodetune apply (site.yml or playbooks/apply.yml, --tags %s) to restore it"
 
 
@@ -54,7 +57,7 @@ def setting_findings(root: Any, settings: List[Setting], services: Any = None) -
 
 
 def _tag(setting: Setting) -> str:
-    return {"irq": "irq_affinity", "persist": "apply"}.get(setting.area, setting.area)
+    return TAG_BY_AREA.get(setting.area, setting.area)
 
 
 def layout_findings(topology: Dict[str, Any], layout: Dict[str, Any], areas: Dict[str, Any],

@@ -1,0 +1,1217 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Every nodetune role and variable, declared once.
+
+An area's name is its role's name and its tag; ``finding_prefix`` is the prefix of its check ids (kept as the
+stable ids were published: ``irq.``, ``ib.``, ``rocm.``), ``builder`` the module_utils module whose ``build()``
+turns its variables into Settings (in the order of ``AREAS``), ``severity`` the severity of its drift findings.
+Each variable has its type, default, choices and description as in an Ansible argument spec.
+
+From this one declaration:
+
+- ``scripts/gen_role_docs.py`` writes each role's ``defaults/main.yml``, ``meta/argument_specs.yml`` and
+  ``README.md`` (and an area role's ``tasks/main.yml``); a test fails when they differ;
+- the action plugins take each role's variables for a host over these defaults, coerce and validate them as
+  Ansible validates a role's arguments, and refuse any ``nodetune_*`` variable that nothing declares (the
+  playbooks', the lab's and the registered ones are declared below too), naming the nearest real one;
+- on the node, each area builder refuses a variable it does not know (``area_variables``).
+
+Standard library only: this module is part of the payload of the modules sent to the nodes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import difflib
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+COMMON_VARIABLES = {
+    'nodetune_root': {
+        'type': 'str',
+        'default': '/',
+        'description': [
+            (
+                "The directory the node's C(/) is at. Real nodes use C(/); simulated lab nodes and tests use"
+                ' a tree.'
+            ),
+        ],
+    },
+    'nodetune_layout_policy': {
+        'type': 'dict',
+        'default': {},
+        'description': [
+            (
+                'Layout planner policy, for example C({housekeeping: 1, ranks: per_gcd}) (see '
+                'docs/layout.md); unknown keys and malformed cpulists are refused before any write. The SMT '
+                "and irqbalance choices come from the C(smt) and C(irq_affinity) roles' variables."
+            ),
+        ],
+    },
+}
+
+ROLES = {}
+
+ROLES['smt'] = {
+    'kind': 'area',
+    'builder': 'area_smt',
+    'setting_area': 'smt',
+    'finding_prefix': 'smt',
+    'severity': 'high',
+    'short_description': 'SMT siblings offlined per the planned layout, or smt/control=off (opt-in)',
+    'description': [
+        (
+            "AMD's guides run Instinct training nodes with SMT off (best done in the BIOS). From Linux, "
+            'nodetune either offlines the secondary thread of every core that the layout planner chose (the '
+            'lowest-numbered thread of each C(thread_siblings_list) stays online, so CPU0 is never '
+            'offlined), or writes C(off) to C(/sys/devices/system/cpu/smt/control), which offlines all '
+            'secondary threads at once.'
+        ),
+        (
+            "The articles' C(for i in {8..15}) loop is wrong on almost every machine: sibling numbering is "
+            'C(N) and C(N+cores) on most EPYC servers. nodetune never uses a fixed range.'
+        ),
+        (
+            'Offlining CPUs is disruptive (processes and IRQs on them move), so it needs '
+            'C(nodetune_smt_offline_allowed=true). The default policy C(keep) changes nothing.'
+        ),
+        (
+            'Offlined CPUs are brought back online at boot by the kernel; C(nodetune-restore.service) '
+            're-applies them.'
+        ),
+    ],
+    'variables': {
+        'nodetune_smt_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_smt_policy': {
+            'type': 'str',
+            'default': 'keep',
+            'choices': ['keep', 'offline_siblings', 'control_off'],
+            'description': [
+                (
+                    'C(keep) leaves SMT as it is. C(offline_siblings) offlines the secondary threads the '
+                    'layout planner chose (through C(cpuN/online)). C(control_off) writes C(off) to '
+                    'C(smt/control).'
+                ),
+                (
+                    'The layout planner reads the same variable, so NIC IRQs and GPU ranks are placed on the'
+                    ' threads that stay online.'
+                ),
+            ],
+        },
+        'nodetune_smt_offline_allowed': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    'Opt-in for the disruptive part. Without it, a policy that would take CPUs offline is '
+                    'refused before any write, with a message saying how many CPUs it would offline.'
+                ),
+            ],
+        },
+    },
+}
+
+ROLES['cpu'] = {
+    'kind': 'area',
+    'builder': 'area_cpu',
+    'setting_area': 'cpu',
+    'finding_prefix': 'cpu',
+    'severity': 'medium',
+    'short_description': 'cpufreq governor, amd-pstate aware EPP and idle states disabled by name',
+    'description': [
+        (
+            'The governor and EPP are written per online CPU (after the SMT step of the layout), idle states'
+            ' through C(cpuN/cpuidle/stateK/disable), chosen by C(stateK/name) because index 2 is not C2 on '
+            'every machine. None of these survives a reboot, so nodetune re-applies them at boot with '
+            'C(nodetune-restore.service).'
+        ),
+        (
+            'In amd-pstate active mode (driver C(amd-pstate-epp)) the C(performance) governor forces EPP to '
+            'C(performance) and the kernel refuses other values (EBUSY): such a request is refused before '
+            'any write.'
+        ),
+        'A node without cpufreq (VM, driver not loaded) or without cpuidle gets a note, not an error.',
+    ],
+    'variables': {
+        'nodetune_cpu_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_cpu_governor': {
+            'type': 'str',
+            'default': 'performance',
+            'description': [
+                (
+                    "cpufreq governor for every online CPU (the articles' C(cpupower frequency-set -g "
+                    'performance)).'
+                ),
+                (
+                    "Must be one of the node's C(scaling_available_governors); in amd-pstate active mode "
+                    'only C(performance) and C(powersave) exist. C(null) leaves the governor alone.'
+                ),
+            ],
+        },
+        'nodetune_cpu_epp': {
+            'type': 'str',
+            'default': None,
+            'description': [
+                (
+                    'Energy/performance preference (C(energy_performance_preference)) for every online CPU, '
+                    "one of the node's C(energy_performance_available_preferences) (typically C(default), "
+                    'C(performance), C(balance_performance), C(balance_power), C(power)).'
+                ),
+                (
+                    'Leave C(null) with the C(performance) governor in amd-pstate active mode (EPP is then '
+                    'forced to C(performance)); set it with the C(powersave) governor to steer amd-pstate.'
+                ),
+            ],
+        },
+        'nodetune_cpu_idle_states_disabled': {
+            'type': 'list',
+            'elements': 'str',
+            'default': ['C2'],
+            'description': [
+                (
+                    'Names of idle states (C(cpuN/cpuidle/stateK/name)) to disable on every online CPU. '
+                    "AMD's Instinct guides disable C2 (C(cpupower idle-set -d 2)) for low wake-up latency."
+                ),
+                (
+                    'A name the node does not have is skipped with a warning. C([]) leaves idle states '
+                    'alone.'
+                ),
+            ],
+        },
+    },
+}
+
+ROLES['irq_affinity'] = {
+    'kind': 'area',
+    'builder': 'area_irq',
+    'setting_area': 'irq',
+    'finding_prefix': 'irq',
+    'severity': 'high',
+    'short_description': 'irqbalance out of the way and NIC completion IRQs pinned to local cores',
+    'description': [
+        (
+            'The layout planner puts each NIC completion vector (C(mlx5_comp*)) on one physical core of the '
+            "NIC's own NUMA node, primary SMT thread only, skipping the async vector and the cores reserved "
+            "for GPU ranks where enough cores exist (what mlnx_tune does, done right). The articles' loop "
+            "that writes CPU 1 to every mlx5 IRQ is wrong, and mlnx-tools' C(set_irq_affinity.sh) is not "
+            'NUMA-aware.'
+        ),
+        (
+            'B(By default irqbalance is stopped and disabled) (C(nodetune_irqbalance_mode=disable)): it '
+            'rewrites hand-set affinities at its next rebalance, so deterministic pinning needs it out of '
+            'the way. This is the documented default of the pinned layout; C(ban) keeps irqbalance running '
+            'but off the pinned CPUs instead.'
+        ),
+        (
+            'Kernel-managed IRQs (NVMe queues, many multi-queue drivers) cannot be moved (EIO/EPERM): they '
+            'are reported, never written. Affinities do not survive a reboot; C(nodetune-restore.service) '
+            're-applies them at boot.'
+        ),
+    ],
+    'variables': {
+        'nodetune_irq_affinity_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_irqbalance_mode': {
+            'type': 'str',
+            'default': 'disable',
+            'choices': ['disable', 'ban', 'leave'],
+            'description': [
+                (
+                    'C(disable) stops and disables C(irqbalance.service) (the default for deterministic '
+                    'pinning), once C(nodetune_irqbalance_stop_allowed) allows it.'
+                ),
+                (
+                    'C(ban) keeps irqbalance running and sets C(IRQBALANCE_BANNED_CPULIST) to the CPUs that '
+                    'take pinned NIC IRQs and C(IRQBALANCE_ARGS) to C(--banirq=N) for each pinned IRQ '
+                    '(without it irqbalance would move them off the banned CPUs), in '
+                    'C(/etc/default/irqbalance) (Debian family) or C(/etc/sysconfig/irqbalance) (RHEL, '
+                    'SUSE). irqbalance reads the file when it starts, so restart it once yourself.'
+                ),
+                (
+                    'C(leave) does not touch irqbalance; pinned affinities then only last until its next '
+                    'rebalance.'
+                ),
+                'Nothing is done for irqbalance where it is not installed.',
+            ],
+        },
+        'nodetune_irqbalance_stop_allowed': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    'Opt-in for the disruptive part of C(disable). Stopping a service is opt-in (the safety '
+                    'rules), so with C(false) a node whose irqbalance is running or enabled gets a warning, '
+                    'and neither irqbalance nor its NIC IRQs are touched (pins would not survive '
+                    "irqbalance's next rebalance); verify reports the area as not applicable with the "
+                    'reason. Nodes where irqbalance is already stopped and disabled, or not installed, are '
+                    'pinned either way.'
+                ),
+            ],
+        },
+        'nodetune_irq_pin_nic': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                (
+                    'Pin NIC completion vectors as the layout planner placed them '
+                    '(C(/proc/irq/N/smp_affinity_list)).'
+                ),
+            ],
+        },
+        'nodetune_os_family': {
+            'type': 'str',
+            'default': None,
+            'description': [
+                (
+                    'Which irqbalance configuration file C(ban) edits when the node has none yet; one of '
+                    'C(Debian) (C(/etc/default/irqbalance)), C(RedHat) or C(Suse) '
+                    '(C(/etc/sysconfig/irqbalance)).'
+                ),
+                (
+                    'C(null) uses the file the node already has, else the Debian location. Facts are not '
+                    'gathered, so set it per group on RHEL-family fleets.'
+                ),
+            ],
+        },
+    },
+}
+
+ROLES['infiniband'] = {
+    'kind': 'area',
+    'builder': 'area_infiniband',
+    'setting_area': 'infiniband',
+    'finding_prefix': 'ib',
+    'severity': 'medium',
+    'short_description': 'IPoIB MTU by mode, socket buffer caps and neighbour table thresholds',
+    'description': [
+        (
+            'IPoIB in datagram mode carries at most the IB link MTU minus the 4-byte IPoIB header: 4092 with'
+            " a 4K IB MTU, 2044 with 2K. The articles' C(ifconfig ib0 mtu 4096) fails with EINVAL, so 4096 "
+            'is refused with the reason. Connected mode allows up to 65520, but ConnectX-4 and later use '
+            "Enhanced IPoIB, which is datagram only. The subnet manager's broadcast group MTU can cap it "
+            'further.'
+        ),
+        (
+            "Changing an MTU briefly drops the interface's traffic, so it is opt-in: C(nodetune_ipoib_mtu) "
+            'is C(null) (left alone) by default, and a change needs '
+            'C(nodetune_ipoib_mtu_change_allowed=true).'
+        ),
+        (
+            'C(net.core.rmem_max)/C(wmem_max) only cap what applications ask for with SO_RCVBUF/SO_SNDBUF; '
+            "TCP autotuning is bounded by C(net.ipv4.tcp_rmem)/C(tcp_wmem) (set those with the sysctl role's"
+            ' C(nodetune_sysctl_extra) if you need them). Sysctls persist in C(/etc/sysctl.d/).'
+        ),
+    ],
+    'variables': {
+        'nodetune_infiniband_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_ipoib_mtu': {
+            'type': 'raw',
+            'default': None,
+            'description': [
+                (
+                    "MTU of every IPoIB interface, an integer or C(max) (the largest the interface's mode "
+                    'allows, IB link MTU - 4 in datagram mode, 65520 in connected mode). C(null) leaves MTUs'
+                    ' alone.'
+                ),
+                (
+                    "Values above the mode's limit are refused before any write (4096 in datagram mode is "
+                    'the classic mistake, use 4092 or C(max)); values below 1280 are refused too (IPv6 needs'
+                    ' 1280).'
+                ),
+            ],
+        },
+        'nodetune_ipoib_mtu_change_allowed': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                "Opt-in for changing an interface's MTU (it briefly drops the interface's traffic).",
+            ],
+        },
+        'nodetune_ib_link_mtu': {
+            'type': 'int',
+            'default': 4096,
+            'choices': [256, 512, 1024, 2048, 4096],
+            'description': [
+                (
+                    'The InfiniBand link MTU of the fabric (set by the subnet manager); the IPoIB datagram '
+                    'limit is this minus 4.'
+                ),
+            ],
+        },
+        'nodetune_net_core_rmem_max': {
+            'type': 'int',
+            'default': 2097152,
+            'description': [
+                (
+                    "C(net.core.rmem_max), the cap of SO_RCVBUF (the articles' 2 MiB). C(null) leaves it "
+                    'alone.'
+                ),
+                'Note that this value is written as is, even where the node already has a larger cap.',
+            ],
+        },
+        'nodetune_net_core_wmem_max': {
+            'type': 'int',
+            'default': 2097152,
+            'description': [
+                (
+                    "C(net.core.wmem_max), the cap of SO_SNDBUF (the articles' 2 MiB). C(null) leaves it "
+                    'alone.'
+                ),
+            ],
+        },
+        'nodetune_neigh_gc_thresh1': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                'C(net.ipv4.neigh.default.gc_thresh1); C(null) leaves it alone.',
+            ],
+        },
+        'nodetune_neigh_gc_thresh2': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                'C(net.ipv4.neigh.default.gc_thresh2); C(null) leaves it alone.',
+            ],
+        },
+        'nodetune_neigh_gc_thresh3': {
+            'type': 'int',
+            'default': 10240,
+            'description': [
+                (
+                    'C(net.ipv4.neigh.default.gc_thresh3), the hard cap of neighbour (ARP) entries (the '
+                    "articles' 10240, for large fabrics)."
+                ),
+                (
+                    "nodetune keeps C(gc_thresh1 <= gc_thresh2 <= gc_thresh3), comparing with the node's "
+                    'current values for the ones left C(null), and refuses an order that breaks it.'
+                ),
+            ],
+        },
+    },
+}
+
+ROLES['nvme'] = {
+    'kind': 'area',
+    'builder': 'area_nvme',
+    'setting_area': 'nvme',
+    'finding_prefix': 'nvme',
+    'severity': 'medium',
+    'short_description': 'NVMe I/O scheduler, nr_requests within its limit, nvme module options',
+    'description': [
+        (
+            'The scheduler is set first, then C(nr_requests): switching the scheduler resets C(nr_requests).'
+            ' With C(none) the most C(nr_requests) can be is the hardware tag depth (1023 on a default '
+            "NVMe), so the articles' C(echo 1024 > .../nr_requests) after C(echo none > .../scheduler) fails"
+            ' with EINVAL; with an elevator the limit is 2048. Both are checked per device before any write,'
+            ' and persisted with a udev rule in C(/etc/udev/rules.d/).'
+        ),
+        (
+            "There is no C(queue/nr_queues) file (the articles' C(echo 32 > .../nr_queues) writes nowhere): "
+            'NVMe hardware queues are fixed when the driver probes the device. They are shaped with the nvme'
+            ' module options (C(write_queues), C(poll_queues), C(io_queue_depth)) in C(/etc/modprobe.d/), '
+            'which take effect at the next driver load; nodetune reports C(reboot_required) and never '
+            'pretends they applied.'
+        ),
+    ],
+    'variables': {
+        'nodetune_nvme_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_nvme_devices': {
+            'type': 'str',
+            'default': 'nvme*n*',
+            'description': [
+                'Shell-style pattern of the NVMe namespaces (C(/sys/block) names) to tune.',
+            ],
+        },
+        'nodetune_nvme_scheduler': {
+            'type': 'str',
+            'default': 'none',
+            'description': [
+                (
+                    "I/O scheduler of each selected namespace (the articles' C(none)). It must be one the "
+                    'device offers (C(queue/scheduler) lists them, e.g. C([none] mq-deadline kyber bfq)); '
+                    "load an elevator's module to offer more. C(null) leaves the scheduler alone."
+                ),
+            ],
+        },
+        'nodetune_nvme_nr_requests': {
+            'type': 'raw',
+            'default': 'max',
+            'description': [
+                (
+                    "C(queue/nr_requests) of each selected namespace, an integer from 4 to the scheduler's "
+                    'limit, or C(max) (the limit itself). C(null) leaves it alone.'
+                ),
+                (
+                    'The limit is the hardware tag depth with C(none) (1023 by default) and 2048 with an '
+                    "elevator; the articles' 1024 with C(none) is refused with that explanation. C(max) is "
+                    'the corrected default.'
+                ),
+            ],
+        },
+        'nodetune_nvme_module_options': {
+            'type': 'dict',
+            'default': {},
+            'description': [
+                (
+                    'nvme driver options written to C(/etc/modprobe.d/nodetune-nvme.conf), for example '
+                    'C({io_queue_depth: 1024, poll_queues: 4}). Valid keys are C(io_queue_depth) (2..4095), '
+                    'C(write_queues) and C(poll_queues) (0..number of CPUs).'
+                ),
+                (
+                    'They take effect at the next driver load (reboot); the run reports C(reboot_required). '
+                    'C({}) writes no file.'
+                ),
+            ],
+        },
+    },
+}
+
+ROLES['sysctl'] = {
+    'kind': 'area',
+    'builder': 'area_sysctl',
+    'setting_area': 'sysctl',
+    'finding_prefix': 'sysctl',
+    'severity': 'low',
+    'short_description': 'VM writeback ratios, NUMA balancing and extra sysctls, at runtime and in sysctl.d',
+    'description': [
+        (
+            'Each value is written under C(/proc/sys) and persisted in C(/etc/sysctl.d/), which '
+            'systemd-sysctl applies at boot.'
+        ),
+        (
+            'C(vm.dirty_ratio) and C(vm.dirty_bytes) are two views of one limit (writing one zeroes the '
+            'other), likewise the background pair: nodetune sets and verifies the ratio form and says so '
+            'when a node uses the bytes form. The background ratio must stay below the ratio.'
+        ),
+    ],
+    'variables': {
+        'nodetune_sysctl_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_vm_dirty_ratio': {
+            'type': 'int',
+            'default': 20,
+            'description': [
+                (
+                    'C(vm.dirty_ratio), percent of memory (1-100) that may be dirty before writers are '
+                    "throttled (the articles' 20, for checkpoint bursts). C(null) leaves it alone."
+                ),
+            ],
+        },
+        'nodetune_vm_dirty_background_ratio': {
+            'type': 'int',
+            'default': 10,
+            'description': [
+                (
+                    "C(vm.dirty_background_ratio) (0-100), where background writeback starts (the articles' "
+                    '10); must be below C(nodetune_vm_dirty_ratio). C(null) leaves it alone.'
+                ),
+            ],
+        },
+        'nodetune_kernel_numa_balancing': {
+            'type': 'int',
+            'default': 0,
+            'description': [
+                (
+                    "C(kernel.numa_balancing), 0 or 1. AMD's MI300X guide turns automatic NUMA balancing off"
+                    ' (0) for pinned ranks. C(null) leaves it alone.'
+                ),
+            ],
+        },
+        'nodetune_sysctl_extra': {
+            'type': 'dict',
+            'default': {},
+            'description': [
+                (
+                    'More sysctls, key to value, for example C({"net.ipv4.tcp_rmem": "4096 87380 '
+                    '16777216"}). Each key must exist under C(/proc/sys) on the node; values are single '
+                    'lines.'
+                ),
+            ],
+        },
+    },
+}
+
+ROLES['rocm_env'] = {
+    'kind': 'area',
+    'builder': 'area_rocm_env',
+    'setting_area': 'rocm_env',
+    'finding_prefix': 'rocm',
+    'severity': 'medium',
+    'short_description': "RCCL/ROCr/PyTorch environment with real names, the articles' scenario profiles, per-rank binding",
+    'description': [
+        (
+            "The environment is built from a scenario profile (C(nodetune_rocm_profile)), then this node's "
+            'NIC lists from its Layout (C(nodetune_rocm_layout_env)), then your own C(nodetune_rocm_env) on '
+            "top, every value checked against nodetune's catalogue of what RCCL, ROCr, HIP and PyTorch "
+            'really read (docs/rocm.md). It is written to C(/etc/rccl.conf) (RCCL reads its KEY=VALUE lines '
+            'verbatim and never lets them override the environment; C(NCCL_*)/C(RCCL_*) names only), a '
+            "login-shell profile script (single-quoted values) and an environment file for systemd's "
+            'C(EnvironmentFile=) and Slurm job scripts (double-quoted values). No profile and no variables -'
+            ' no env file.'
+        ),
+        (
+            'Names from the articles that nothing reads are refused with the real name (C(RCCL_ALGO) -> '
+            'C(NCCL_ALGO), C(RCCL_BUFFSIZE) -> C(NCCL_BUFFSIZE), C(RCCL_DEBUG) -> C(NCCL_DEBUG)...), or with'
+            ' why they have no effect (C(NCCL_TIMEOUT): the collective timeout is set in code, '
+            'C(init_process_group(timeout=...)); C(HSA_AMD_ENABLE_ASYNC_IO), C(AMD_ZSTD_ACCELERATION)...; '
+            'C(HCCL_OVER_OFI) belongs to Habana Gaudi). Values RCCL would misread are refused too '
+            '(C(NCCL_BUFFSIZE=4M) reads as 4 bytes, C(NCCL_NET_GDR_LEVEL=phb) is ignored: the level names '
+            'are case-sensitive).'
+        ),
+        (
+            'Where the Layout has GPU ranks, the rank table (C(/etc/nodetune/ranks.json)) and the launcher '
+            'C(nodetune-bind) are written: C(nodetune-bind -- python train.py) reads LOCAL_RANK (or '
+            "SLURM_LOCALID) and runs the command on its GPU's CPUs and NUMA memory node, with its "
+            'GOMP_CPU_AFFINITY, OMP_NUM_THREADS and nearest NICs.'
+        ),
+    ],
+    'variables': {
+        'nodetune_rocm_env_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_rocm_profile': {
+            'type': 'str',
+            'default': 'none',
+            'choices': [
+                'none',
+                'single_node_small',
+                'single_node_large',
+                'multi_node',
+                'mixed_precision',
+                'multi_node_stable',
+            ],
+            'description': [
+                (
+                    'A scenario from the articles, with the names RCCL reads - C(single_node_small) (< 1B '
+                    'parameters): C(NCCL_PROTO=LL), C(NCCL_BUFFSIZE=1048576); C(single_node_large) (1-10B): '
+                    'C(NCCL_PROTO=LL128), C(NCCL_ALGO=Tree), C(NCCL_BUFFSIZE=4194304); C(multi_node) (> '
+                    '10B): C(NCCL_PROTO=LL128), C(NCCL_ALGO=Ring), C(NCCL_BUFFSIZE=8388608); '
+                    'C(mixed_precision) (FP16/FP8): C(NCCL_PROTO=Simple), C(NCCL_ALGO=Ring), '
+                    "C(NCCL_BUFFSIZE=2097152); C(multi_node_stable) (the third article's deadlock fix): "
+                    'C(NCCL_ALGO=Ring), C(NCCL_BUFFSIZE=8388608), C(NCCL_DEBUG=WARN). C(none) sets nothing.'
+                ),
+                (
+                    'LL128 is used by RCCL only on topologies on its list unless '
+                    'C(RCCL_LL128_FORCE_ENABLE=1) is set: the run warns about it and does not set it for '
+                    'you.'
+                ),
+            ],
+        },
+        'nodetune_rocm_env': {
+            'type': 'dict',
+            'default': {},
+            'description': [
+                (
+                    "Your variables, name to value, on top of the profile and the Layout's values, for "
+                    'example C({NCCL_MIN_NCHANNELS: 112, NCCL_DEBUG: WARN}). Names must be in the catalogue '
+                    '(docs/rocm.md); values are checked (lists, enums, plain decimal integers, 0/1 flags; a '
+                    'YAML C(true) for a flag is written as 1) and must be single lines.'
+                ),
+            ],
+        },
+        'nodetune_rocm_env_policy': {
+            'type': 'str',
+            'default': 'error',
+            'choices': ['error', 'warn'],
+            'description': [
+                (
+                    'What a wrong or unknown name gets - C(error) refuses the run, C(warn) keeps it with a '
+                    'warning. Invalid values are refused either way.'
+                ),
+            ],
+        },
+        'nodetune_rocm_layout_env': {
+            'type': 'list',
+            'elements': 'str',
+            'default': ['NCCL_IB_HCA', 'NCCL_SOCKET_IFNAME'],
+            'description': [
+                (
+                    "Which NIC lists to take from this node's Layout (every usable HCA and fabric netdev, "
+                    'exact-match C(=) lists), into the env files when they are written, and nearest-NIC '
+                    'values into each rank of the rank table. A name you set in C(nodetune_rocm_env) wins '
+                    "over the Layout's. Drop C(NCCL_SOCKET_IFNAME) where the IPoIB interfaces carry no IP "
+                    "address (RCCL's bootstrap needs one)."
+                ),
+            ],
+        },
+        'nodetune_rocm_bind': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Write the rank table and the C(nodetune-bind) launcher where the Layout has GPU ranks.',
+            ],
+        },
+        'nodetune_rocm_profile_file': {
+            'type': 'str',
+            'default': '/etc/profile.d/nodetune-rocm.sh',
+            'description': [
+                "The login-shell profile script (C(export NAME='value') lines).",
+            ],
+        },
+        'nodetune_rocm_rccl_conf_file': {
+            'type': 'str',
+            'default': '/etc/rccl.conf',
+            'description': [
+                'The RCCL configuration file (C(NAME=value) lines, C(NCCL_*) and C(RCCL_*) names only).',
+            ],
+        },
+        'nodetune_rocm_env_file': {
+            'type': 'str',
+            'default': '/etc/nodetune/rocm.env',
+            'description': [
+                (
+                    'The environment file (C(NAME="value") lines) for systemd\'s C(EnvironmentFile=) and '
+                    'Slurm job scripts (C(set -a; . /etc/nodetune/rocm.env; set +a)).'
+                ),
+            ],
+        },
+        'nodetune_rocm_ranks_file': {
+            'type': 'str',
+            'default': '/etc/nodetune/ranks.json',
+            'description': [
+                'The rank table C(nodetune-bind) reads (one entry per local rank, from the Layout).',
+            ],
+        },
+        'nodetune_rocm_bind_file': {
+            'type': 'str',
+            'default': '/usr/local/bin/nodetune-bind',
+            'description': [
+                'The launcher (a standalone Python 3 script, standard library only).',
+            ],
+        },
+    },
+}
+
+ROLES['bios_check'] = {
+    'kind': 'check',
+    'finding_prefix': 'bios',
+    'short_description': 'Read-only BIOS-level checks (PCIe links, ASPM, IOMMU and kernel command line, SMT, NPS, Above 4G)',
+    'description': [
+        (
+            'Run alone (C(roles: [nodetune.instinct.bios_check])) it checks the node read-only, in one '
+            'module call. The C(tune) role checks them before writing anything (a warning per drifting '
+            'check, or a failure with C(nodetune_bios_policy=fail)); the C(verify) role reports them as '
+            'findings C(bios.pcie_link), C(bios.aspm), C(bios.iommu), C(bios.smt), C(bios.nps), '
+            'C(bios.above_4g). Nothing is written: the OS can only observe what the firmware set up.'
+        ),
+        (
+            "The platform comes from the GPUs' PCI device ids (MI210/MI250/MI250X 0x740f/0x740c/0x7408: the "
+            'MI200 guide; MI300X/MI325X 0x74a1/0x74a5/0x74b5: the MI300X guide), unless '
+            'C(nodetune_bios_platform) says otherwise. Other nodes get the platform-independent checks only.'
+        ),
+        (
+            "Platform rules (AMD's guides as corrected in DOMAIN.md): MI300X wants the IOMMU on with "
+            'C(iommu=pt), and C(pci=realloc=off), and NPS1. MI250 wants the IOMMU off below 256 logical CPUs'
+            ' (on with C(iommu=pt) is equivalent) and on with C(iommu=pt) from 256 (x2APIC), and suggests '
+            'NPS4. C(amd_iommu=on), copied from many guides, is not a valid value (the kernel logs "Unknown '
+            'option" and ignores it): it is reported with the truth.'
+        ),
+        (
+            'Every platform: GPU and NIC PCIe links at their maximum speed and width, ASPM off on GPU and '
+            'NIC links (and no power-saving ASPM policy), SMT as C(nodetune_bios_smt) says (siblings the '
+            "C(smt) role takes offline count as off), and every GPU's 64-bit BAR above 4 GiB (Above 4G "
+            'decoding).'
+        ),
+    ],
+    'variables': {
+        'nodetune_bios_check_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Run the BIOS-level checks. When false, tune and verify skip them.',
+            ],
+        },
+        'nodetune_bios_policy': {
+            'type': 'str',
+            'default': 'warn',
+            'choices': ['warn', 'fail'],
+            'description': [
+                (
+                    'What the tune role does when a check drifts before applying. C(warn) prints a warning '
+                    'per finding and applies; C(fail) fails the node before any write, listing the findings.'
+                    ' Verify always reports them.'
+                ),
+            ],
+        },
+        'nodetune_bios_platform': {
+            'type': 'str',
+            'default': 'auto',
+            'choices': ['auto', 'mi250', 'mi300x', 'generic'],
+            'description': [
+                (
+                    'The platform whose guide applies. C(auto) detects it from the GPU device ids; '
+                    'C(generic) applies no platform rule (IOMMU and NPS are then checked only where their '
+                    'own variables are set).'
+                ),
+            ],
+        },
+        'nodetune_bios_checks': {
+            'type': 'list',
+            'elements': 'str',
+            'default': ['pcie_link', 'aspm', 'iommu', 'smt', 'nps', 'above_4g'],
+            'choices': ['pcie_link', 'aspm', 'iommu', 'smt', 'nps', 'above_4g'],
+            'description': [
+                (
+                    'The checks to run. A known exception on some nodes is better expressed as a verify '
+                    'waiver.'
+                ),
+            ],
+        },
+        'nodetune_bios_smt': {
+            'type': 'str',
+            'default': 'off',
+            'choices': ['off', 'on', 'any'],
+            'description': [
+                (
+                    "The SMT state wanted. AMD's guides run Instinct nodes with SMT off (in the BIOS, or "
+                    'siblings taken offline by the C(smt) role); C(any) skips the check. Quote C("off") and '
+                    'C("on") in YAML.'
+                ),
+            ],
+        },
+        'nodetune_bios_nps': {
+            'type': 'str',
+            'default': 'auto',
+            'choices': ['auto', 'any', '1', '2', '4'],
+            'description': [
+                (
+                    'NUMA nodes per socket wanted (counted from the NUMA nodes that hold CPUs; memory-only '
+                    'CXL/pmem nodes do not count). C(auto) is 1 on MI300X and 4 on MI250 (only suggested '
+                    'there, so low severity); C(any) skips the check.'
+                ),
+            ],
+        },
+        'nodetune_bios_iommu': {
+            'type': 'str',
+            'default': 'auto',
+            'choices': ['auto', 'on', 'off', 'any'],
+            'description': [
+                (
+                    'The IOMMU state wanted; C(on) also requires C(iommu=pt) (or C(iommu.passthrough=1)) on '
+                    'the kernel command line. C(auto) applies the platform rule; C(any) skips the check.'
+                ),
+            ],
+        },
+        'nodetune_bios_pci_realloc_off': {
+            'type': 'raw',
+            'default': 'auto',
+            'choices': ['auto', True, False],
+            'description': [
+                (
+                    'Require C(pci=realloc=off) on the kernel command line. C(auto) requires it on MI300X '
+                    'only.'
+                ),
+            ],
+        },
+        'nodetune_bios_aspm': {
+            'type': 'str',
+            'default': 'off',
+            'choices': ['off', 'any'],
+            'description': [
+                (
+                    'C(off) reports GPU and NIC links with L0s or L1 ASPM enabled (C(link/l0s_aspm), '
+                    'C(link/l1_aspm)) and a C(powersave)/C(powersupersave) kernel ASPM policy. '
+                    'C(pcie_aspm=off) on the kernel command line does not disable ASPM (it keeps the '
+                    "firmware's setting). C(any) skips the check."
+                ),
+            ],
+        },
+    },
+}
+
+ROLES['tune'] = {
+    'kind': 'runner',
+    'short_description': "Discover, plan and apply the node's tuning in one module call (or revert it)",
+    'description': [
+        (
+            "Runs C(nodetune.instinct.tune) once per node: it discovers the node's topology from C(/sys) and"
+            ' C(/proc), plans its NUMA/IRQ/SMT layout, builds the desired Settings of every tuning area, '
+            'validates all of them, then applies them in dependency order, all or nothing. This is the only '
+            'task that contacts the node.'
+        ),
+        (
+            'The area roles (C(smt), C(cpu), C(irq_affinity), C(infiniband), C(nvme), C(sysctl), '
+            'C(rocm_env)) and C(bios_check) need not run before it: the tune action plugin takes their '
+            'variables on the controller, inside this same task, over their defaults, and validates them as '
+            "Ansible validates a role's arguments; all of them are declared once in the collection's "
+            "C(plugins/module_utils/areas.py) (every variable is documented in its role's README). A "
+            'C(nodetune_*) variable that nothing declares is refused before any write, with the nearest real'
+            ' name.'
+        ),
+        (
+            'Every value changed is journaled under the root (C(/var/lib/nodetune/journal.json), mode 0600);'
+            ' the first value ever seen is the baseline that C(nodetune_state=reverted) restores byte for '
+            'byte. Check mode (C(--check --diff)) shows the exact changes and writes nothing.'
+        ),
+        (
+            "Its task is tagged C(always) and the action plugin honours the run's tags per area - C(--tags "
+            'nvme) applies only the nvme area, C(--skip-tags smt) all but smt, and a run whose tags select '
+            'no area (C(--tags verify)) skips the call - except with C(nodetune_tune_verify), where C(--tags'
+            ' verify) applies nothing and audits every area, as playbooks/verify.yml would. A first C(meta: '
+            "noop) task carries every area's tag, so that C(--list-tags) shows them (it costs no worker "
+            'process).'
+        ),
+        (
+            'Prints one summary for the whole play (a C(run_once) task, not one per host): nodes changed, '
+            'unchanged and failed, the changes by check id, the nodes that need a reboot, and notes such as '
+            'areas that do not apply. The per-node details are in the task result (C(-v)) and, with '
+            "C(--diff), each change's before and after."
+        ),
+        (
+            'With C(nodetune_tune_verify) (site.yml sets it) the same module call also audits the node right'
+            " after the apply, with the C(verify) role's variables, and the C(verify) role's fleet reports "
+            'are written: apply and verify cost one module call per node.'
+        ),
+    ],
+    'variables': {
+        'nodetune_state': {
+            'type': 'str',
+            'default': 'present',
+            'choices': ['present', 'reverted'],
+            'description': [
+                (
+                    'C(present) applies the tuning. C(reverted) restores every value nodetune ever changed '
+                    'to the baseline from the journal and removes the files it created '
+                    '(playbooks/revert.yml).'
+                ),
+            ],
+        },
+        'nodetune_tune_verify': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    'Also verify each node in the same module call, right after the apply, with the '
+                    "C(verify) role's variables (C(nodetune_verify_*), C(nodetune_health_*), "
+                    'C(nodetune_report_dir)); the node reports, the fleet JUnit XML and summary are written '
+                    'as the C(verify) role writes them, and with C(nodetune_verify_fail_on_drift) a drifting'
+                    ' node fails. site.yml sets it; playbooks/verify.yml alone is the audit-only run.'
+                ),
+            ],
+        },
+    },
+}
+
+ROLES['verify'] = {
+    'kind': 'runner',
+    'short_description': 'Audit every node against its desired state; per-node JSON, fleet JUnit XML, Prometheus textfile',
+    'description': [
+        (
+            'Runs C(nodetune.instinct.verify) once per node with the very variables the apply uses, so apply'
+            " and verify compute the same desired Settings: its action plugin gathers the area roles' and "
+            "C(bios_check)'s variables on the controller inside that one task, over each role's defaults and"
+            " validated against its argument spec, exactly as the C(tune) role's task does (the area roles "
+            'need not run first), with C(nodetune_layout_policy). It never writes node settings and works on'
+            ' a read-only system; the only file it may write on a node is the Prometheus textfile '
+            '(C(nodetune_verify_textfile_path)), never in check mode.'
+        ),
+        (
+            'Each finding has a stable id (C(nvme.scheduler), C(irq.nic_local), C(bios.iommu), '
+            'C(health.gpu_temp), ...; see docs/verify.md), a target, expected and actual values, a status '
+            '(C(ok), C(drift), C(not_applicable), C(unsupported), C(waived)), a severity and a remedy.'
+        ),
+        (
+            'On the controller: one JSON report per node (C(<nodetune_report_dir>/nodes/<host>.json), '
+            'written by the verify task itself), then, once, the fleet JUnit XML (C(junit.xml): a testsuite '
+            'per node, a testcase per check; drift is a failure, not_applicable/unsupported/waived are '
+            'skipped) and C(summary.json), and prints the fleet summary (nodes clean, drifted, failed; the '
+            'most frequent drift ids). The reports are written even in check mode (they are controller '
+            'files, not node changes).'
+        ),
+        (
+            'A node where verify could not run fails, and so does, with C(nodetune_verify_fail_on_drift), a '
+            "node that drifted, after its report is written; the fleet reports are written in the block's "
+            'C(always), so they count every node and CI gets both the reports and a failing exit code.'
+        ),
+        (
+            'site.yml does not run this role: there the C(tune) role verifies each node in its own module '
+            "call (C(nodetune_tune_verify)) with this role's variables and writes these same reports."
+        ),
+        'With C(serial), the reports cover the current batch only (each batch overwrites them).',
+        (
+            'Tagged C(always), like the C(tune) role: C(--tags nvme) verifies only the nvme area (with the '
+            'layout, BIOS-level and health checks); C(--skip-tags nvme) every area but it.'
+        ),
+    ],
+    'variables': {
+        'nodetune_verify_fail_on_drift': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    'Fail every node that has a finding in status C(drift), after the reports are written '
+                    '(for CI and cron). Waived findings do not count.'
+                ),
+            ],
+        },
+        'nodetune_verify_waivers': {
+            'type': 'list',
+            'elements': 'dict',
+            'default': [],
+            'description': [
+                (
+                    'Known exceptions: each C({id, target, reason, expires}), for example C({id: '
+                    'health.ib_port, target: mlx5_3/1, reason: "port not cabled", expires: 2026-12-31}). '
+                    'C(target) omitted or C(*) covers every target of the id. A drifting finding covered by '
+                    'an unexpired waiver is reported as C(waived); after C(expires) it is drift again, with '
+                    'a note.'
+                ),
+            ],
+        },
+        'nodetune_verify_waivers_file': {
+            'type': 'str',
+            'default': '',
+            'description': [
+                (
+                    'A YAML or JSON file on the controller with a list of waivers (same fields), added to '
+                    'C(nodetune_verify_waivers). Empty for none.'
+                ),
+            ],
+        },
+        'nodetune_verify_textfile_path': {
+            'type': 'str',
+            'default': '',
+            'description': [
+                (
+                    "Path, inside the node's root, of the Prometheus textfile to write for node_exporter's "
+                    'textfile collector, for example '
+                    'C(/var/lib/node_exporter/textfile_collector/nodetune.prom): '
+                    'C(nodetune_drift{check,target}) 0 or 1, C(nodetune_findings{status}) and '
+                    'C(nodetune_last_verify_timestamp_seconds). Empty (the default) writes nothing on the '
+                    'node. Never written in check mode.'
+                ),
+            ],
+        },
+        'nodetune_verify_write_reports': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Write the per-node JSON, C(junit.xml) and C(summary.json) on the controller.',
+            ],
+        },
+        'nodetune_report_dir': {
+            'type': 'str',
+            'default': '{{ role_path }}/../../out/reports',
+            'description': [
+                (
+                    'Controller directory for the reports. The default is C(out/reports) of the nodetune '
+                    'checkout (git-ignored).'
+                ),
+            ],
+        },
+        'nodetune_health_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                (
+                    'Report the health findings (GPU temperature and power, InfiniBand ports, NVMe PCIe '
+                    'links).'
+                ),
+            ],
+        },
+        'nodetune_health_checks': {
+            'type': 'list',
+            'elements': 'str',
+            'default': ['gpu_temp', 'gpu_power', 'ib_port', 'pcie_link'],
+            'choices': ['gpu_temp', 'gpu_power', 'ib_port', 'pcie_link'],
+            'description': [
+                (
+                    'The health checks to run. C(pcie_link) covers NVMe drives; GPU and NIC links are '
+                    'C(bios.pcie_link).'
+                ),
+            ],
+        },
+        'nodetune_health_gpu_temp_max_c': {
+            'type': 'float',
+            'default': 85,
+            'description': [
+                (
+                    'The hottest hwmon temperature of a GPU (edge, junction or memory) above this is drift '
+                    "(C(health.gpu_temp)). The articles' alert threshold."
+                ),
+            ],
+        },
+        'nodetune_health_gpu_power_max_w': {
+            'type': 'float',
+            'default': 300,
+            'description': [
+                (
+                    "A GPU's power (C(power1_average), else C(power1_input)) above this is drift "
+                    "(C(health.gpu_power)). The articles' alert; MI300X boards are rated up to 750 W, so "
+                    'raise it there.'
+                ),
+            ],
+        },
+        'nodetune_health_ib_rate_min_gbps': {
+            'type': 'float',
+            'default': None,
+            'description': [
+                (
+                    'An InfiniBand port slower than this (Gb/s, e.g. 400 for NDR) is drift '
+                    '(C(health.ib_port)); C(null) only checks that every port is ACTIVE and LinkUp.'
+                ),
+            ],
+        },
+    },
+}
+
+ROLES["nvme"]["hints"] = {
+    "nodetune_nvme_nr_queues": (
+        "nodetune_nvme_nr_queues is not a setting: there is no /sys/block/<dev>/queue/nr_queues file (the article's "
+        "'echo 32 > .../nr_queues' writes nowhere). NVMe hardware queues are fixed when the driver probes the device "
+        "(one /sys/block/<dev>/mq/<n>/ per queue); shape them with nodetune_nvme_module_options (write_queues, "
+        "poll_queues, io_queue_depth), which take effect at the next reboot"),
+}
+ROLES["sysctl"]["hints"] = {
+    "nodetune_vm_dirty_bytes": (
+        "nodetune_vm_dirty_bytes is not supported: vm.dirty_bytes and vm.dirty_ratio are exclusive (writing one zeroes "
+        "the other); set nodetune_vm_dirty_ratio"),
+}
+
+# Opt-in to tune the controller itself (the local connection, or localhost, with root /): see controller_target().
+CONTROLLER_OPT_IN = "nodetune_controller_allowed"
+COMMON_VARIABLES[CONTROLLER_OPT_IN] = {
+    "type": "bool",
+    "default": False,
+    "description": [
+        "Allow a run that writes (not check mode) to tune the machine Ansible runs on: a host on the local "
+        "connection, or named C(localhost)/C(127.0.0.1), whose C(nodetune_root) is C(/). Without it such a run "
+        "is refused before anything is written, so that a wrong or missing C(nodetune_root) never tunes the "
+        "controller by accident. Check mode (C(--check)), discovery and verify need no opt-in.",
+    ],
+}
+# the common variables each kind of role takes
+COMMON_BY_KIND = {
+    "area": ("nodetune_root", "nodetune_layout_policy", CONTROLLER_OPT_IN),
+    "check": ("nodetune_root", "nodetune_layout_policy"),
+    "runner": ("nodetune_root", "nodetune_layout_policy", CONTROLLER_OPT_IN),
+}
+COMMON_BY_ROLE = {"verify": ("nodetune_root", "nodetune_layout_policy")}
+
+# Variables of the playbooks, extra-vars of the Python API/CLI, of the lab, and set by the roles themselves: not
+# role arguments, but declared so that a misspelt one is caught like any other.
+PLAYBOOK_VARIABLES = {
+    "nodetune_hosts": "host pattern a playbook runs on (default: all)",
+    "nodetune_serial": "hosts per batch of apply.yml/revert.yml: a number, a percentage or a list of ramps",
+    "nodetune_max_fail_percentage": "stop a rollout when more than this percentage of a batch failed",
+}
+LAB_VARIABLES = {
+    "nodetune_sim_spec": "lab: the spec file a simulated node is built from (inventories/lab)",
+    "nodetune_sim_force": "lab: rebuild the simulated nodes fresh (playbooks/lab.yml)",
+    "nodetune_sim_state": "lab: present, rebooted or absent (playbooks/lab.yml)",
+    "nodetune_lab_hosts": "lab: the hosts playbooks/lab.yml builds (site.yml sets it)",
+}
+SET_BY_ROLES = {
+    "nodetune_topology": "fact returned by nodetune.instinct.topology_facts",
+    "nodetune_verify_result": "registered by the verify role",
+    "nodetune_verify_result_var": "the result the verify role's reports read (set by the tune role)",
+}
+OTHER_VARIABLES = dict(PLAYBOOK_VARIABLES, **dict(LAB_VARIABLES, **SET_BY_ROLES))
+
+AREAS = tuple(name for name, role in ROLES.items() if role["kind"] == "area")
+BIOS_ROLE = "bios_check"
+
+
+def enabled_variable(role: str) -> str:
+    return "nodetune_%s_enabled" % role
+
+
+def area_variables(area: str) -> Tuple[str, ...]:
+    """The variables an area's builder takes (without its ``nodetune_<area>_enabled`` toggle)."""
+    return tuple(name for name in ROLES[area]["variables"] if name != enabled_variable(area))
+
+
+def hints(role: str) -> Dict[str, str]:
+    """Names users try that are not variables, with the truth about them."""
+    return dict(ROLES[role].get("hints") or {})
+
+
+def role_options(role: str) -> Dict[str, Dict[str, Any]]:
+    """The role's argument-spec options: the common variables it takes, then its own."""
+    declared = ROLES[role]
+    names = COMMON_BY_ROLE.get(role, COMMON_BY_KIND[declared["kind"]])
+    options = dict((name, COMMON_VARIABLES[name]) for name in names)
+    options.update(declared["variables"])
+    return options
+
+
+def argument_spec(options: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """Options as ``ArgumentSpecValidator`` takes them (no documentation keys)."""
+    keep = ("type", "default", "choices", "elements", "required")
+    return dict((name, dict((k, v) for k, v in option.items() if k in keep)) for name, option in options.items())
+
+
+def defaults(role: str) -> Dict[str, Any]:
+    return dict((name, option["default"]) for name, option in role_options(role).items() if "default" in option)
+
+
+def known_variables() -> List[str]:
+    names = set(COMMON_VARIABLES) | set(OTHER_VARIABLES)
+    for role in ROLES.values():
+        names.update(role["variables"])
+    return sorted(names)
+
+
+def undeclared(names: Iterable[str]) -> List[str]:
+    """One error per ``nodetune_*`` name that no role, playbook or lab declares, with the nearest real name."""
+    known = known_variables()
+    known_set = set(known)
+    all_hints = {}  # type: Dict[str, str]
+    for role in ROLES:
+        all_hints.update(hints(role))
+    errors = []
+    for name in sorted(set(names)):
+        if not name.startswith("nodetune_") or name in known_set:
+            continue
+        if name in all_hints:
+            errors.append(all_hints[name])
+            continue
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        errors.append("%s is not a nodetune variable%s (every variable is listed in roles/<role>/README.md)"
+                      % (name, "; did you mean %s?" % near[0] if near else ""))
+    return errors
+
+
+def owner(name: str) -> Optional[str]:
+    """The role that declares a variable (None for the common, playbook and lab ones)."""
+    for role, declared in ROLES.items():
+        if name in declared["variables"]:
+            return role
+    return None
