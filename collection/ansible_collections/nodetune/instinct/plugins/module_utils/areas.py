@@ -135,7 +135,10 @@ ROLES['cpu'] = {
             'C(performance) and the kernel refuses other values (EBUSY): such a request is refused before '
             'any write.'
         ),
-        'A node without cpufreq (VM, driver not loaded) or without cpuidle gets a note, not an error.',
+        (
+            'A node without cpufreq (VM, driver not loaded) or '
+            'without cpuidle gets a note, not an error.'
+        ),
     ],
     'variables': {
         'nodetune_cpu_enabled': {
@@ -346,7 +349,10 @@ ROLES['infiniband'] = {
             'type': 'bool',
             'default': False,
             'description': [
-                "Opt-in for changing an interface's MTU (it briefly drops the interface's traffic).",
+                (
+                    "Opt-in for changing an interface's MTU (it briefly "
+                    "drops the interface's traffic)."
+                ),
             ],
         },
         'nodetune_ib_link_mtu': {
@@ -368,7 +374,10 @@ ROLES['infiniband'] = {
                     "C(net.core.rmem_max), the cap of SO_RCVBUF (the articles' 2 MiB). C(null) leaves it "
                     'alone.'
                 ),
-                'Note that this value is written as is, even where the node already has a larger cap.',
+                (
+                    'Note that this value is written as is, even where '
+                    'the node already has a larger cap.'
+                ),
             ],
         },
         'nodetune_net_core_wmem_max': {
@@ -447,7 +456,10 @@ ROLES['nvme'] = {
             'type': 'str',
             'default': 'nvme*n*',
             'description': [
-                'Shell-style pattern of the NVMe namespaces (C(/sys/block) names) to tune.',
+                (
+                    'Shell-style pattern of the NVMe namespaces '
+                    '(C(/sys/block) names) to tune.'
+                ),
             ],
         },
         'nodetune_nvme_scheduler': {
@@ -500,7 +512,10 @@ ROLES['sysctl'] = {
     'setting_area': 'sysctl',
     'finding_prefix': 'sysctl',
     'severity': 'low',
-    'short_description': 'VM writeback ratios, NUMA balancing and extra sysctls, at runtime and in sysctl.d',
+    'short_description': (
+        'VM writeback ratios, NUMA balancing and extra '
+        'sysctls, at runtime and in sysctl.d'
+    ),
     'description': [
         (
             'Each value is written under C(/proc/sys) and persisted in C(/etc/sysctl.d/), which '
@@ -570,7 +585,10 @@ ROLES['rocm_env'] = {
     'setting_area': 'rocm_env',
     'finding_prefix': 'rocm',
     'severity': 'medium',
-    'short_description': "RCCL/ROCr/PyTorch environment with real names, the articles' scenario profiles, per-rank binding",
+    'short_description': (
+        'RCCL/ROCr/PyTorch environment with real names, the '
+        "articles' scenario profiles, per-rank binding"
+    ),
     'description': [
         (
             "The environment is built from a scenario profile (C(nodetune_rocm_profile)), then this node's "
@@ -675,7 +693,10 @@ ROLES['rocm_env'] = {
             'type': 'bool',
             'default': True,
             'description': [
-                'Write the rank table and the C(nodetune-bind) launcher where the Layout has GPU ranks.',
+                (
+                    'Write the rank table and the C(nodetune-bind) '
+                    'launcher where the Layout has GPU ranks.'
+                ),
             ],
         },
         'nodetune_rocm_profile_file': {
@@ -689,7 +710,10 @@ ROLES['rocm_env'] = {
             'type': 'str',
             'default': '/etc/rccl.conf',
             'description': [
-                'The RCCL configuration file (C(NAME=value) lines, C(NCCL_*) and C(RCCL_*) names only).',
+                (
+                    'The RCCL configuration file (C(NAME=value) lines, '
+                    'C(NCCL_*) and C(RCCL_*) names only).'
+                ),
             ],
         },
         'nodetune_rocm_env_file': {
@@ -706,14 +730,20 @@ ROLES['rocm_env'] = {
             'type': 'str',
             'default': '/etc/nodetune/ranks.json',
             'description': [
-                'The rank table C(nodetune-bind) reads (one entry per local rank, from the Layout).',
+                (
+                    'The rank table C(nodetune-bind) reads (one entry '
+                    'per local rank, from the Layout).'
+                ),
             ],
         },
         'nodetune_rocm_bind_file': {
             'type': 'str',
             'default': '/usr/local/bin/nodetune-bind',
             'description': [
-                'The launcher (a standalone Python 3 script, standard library only).',
+                (
+                    'The launcher (a standalone Python 3 script,'
+                    ' standard library only).'
+                ),
             ],
         },
     },
@@ -722,7 +752,10 @@ ROLES['rocm_env'] = {
 ROLES['bios_check'] = {
     'kind': 'check',
     'finding_prefix': 'bios',
-    'short_description': 'Read-only BIOS-level checks (PCIe links, ASPM, IOMMU and kernel command line, SMT, NPS, Above 4G)',
+    'short_description': (
+        'Read-only BIOS-level checks (PCIe links, ASPM, IOMMU and '
+        'kernel command line, SMT, NPS, Above 4G)'
+    ),
     'description': [
         (
             'Run alone (C(roles: [nodetune.instinct.bios_check])) it checks the node read-only, in one '
@@ -755,7 +788,10 @@ ROLES['bios_check'] = {
             'type': 'bool',
             'default': True,
             'description': [
-                'Run the BIOS-level checks. When false, tune and verify skip them.',
+                (
+                    'Run the BIOS-level checks. When false, '
+                    'tune and verify skip them.'
+                ),
             ],
         },
         'nodetune_bios_policy': {
@@ -931,7 +967,10 @@ ROLES['tune'] = {
 
 ROLES['verify'] = {
     'kind': 'runner',
-    'short_description': 'Audit every node against its desired state; per-node JSON, fleet JUnit XML, Prometheus textfile',
+    'short_description': (
+        'Audit every node against its desired state; per-node '
+        'JSON, fleet JUnit XML, Prometheus textfile'
+    ),
     'description': [
         (
             'Runs C(nodetune.instinct.verify) once per node with the very variables the apply uses, so apply'
@@ -964,7 +1003,10 @@ ROLES['verify'] = {
             'site.yml does not run this role: there the C(tune) role verifies each node in its own module '
             "call (C(nodetune_tune_verify)) with this role's variables and writes these same reports."
         ),
-        'With C(serial), the reports cover the current batch only (each batch overwrites them).',
+        (
+            'With C(serial), the reports cover the current batch '
+            'only (each batch overwrites them).'
+        ),
         (
             'Tagged C(always), like the C(tune) role: C(--tags nvme) verifies only the nvme area (with the '
             'layout, BIOS-level and health checks); C(--skip-tags nvme) every area but it.'
@@ -1023,7 +1065,10 @@ ROLES['verify'] = {
             'type': 'bool',
             'default': True,
             'description': [
-                'Write the per-node JSON, C(junit.xml) and C(summary.json) on the controller.',
+                (
+                    'Write the per-node JSON, C(junit.xml) and '
+                    'C(summary.json) on the controller.'
+                ),
             ],
         },
         'nodetune_report_dir': {
