@@ -188,7 +188,19 @@ CATALOGUE: dict[str, tuple[dict[str, Any], list[str]]] = {
     "smt_bad_choice": ({"nodetune_smt_policy": "off"},
                        ["nodetune_smt_policy must be one of: keep, offline_siblings, control_off, got: off"]),
     "nr_queues": ({"nodetune_nvme_nr_queues": 32}, ["queue/nr_queues file", "nodetune_nvme_module_options"]),
-    "misspelt": ({"nodetune_vm_dirty_ration": 20}, ["nodetune_vm_dirty_ration is not a setting of the sysctl area"]),
+    # a variable nothing declares is refused with the nearest real name (issue 16: nodetune_rot left the root at /)
+    "misspelt": ({"nodetune_vm_dirty_ration": 20},
+                 ["nodetune_vm_dirty_ration is not a nodetune variable; did you mean nodetune_vm_dirty_ratio?"]),
+    "root_typo": ({"nodetune_rot": "/srv/lab/node1"}, ["nodetune_rot is not a nodetune variable; did you mean "
+                                                        "nodetune_root?"]),
+    "policy_typo": ({"nodetune_layout_polcy": {"housekeeping": 1}}, ["did you mean nodetune_layout_policy?"]),
+    "irqbalance_typo": ({"nodetune_irqbalanse_mode": "ban"}, ["did you mean nodetune_irqbalance_mode?"]),
+    "sysctl_typo": ({"nodetune_sysctls_extra": {"vm.swappiness": 1}}, ["did you mean nodetune_sysctl_extra?"]),
+    "governor_typo": ({"nodetune_governor": "performance"}, ["did you mean nodetune_cpu_governor?"]),
+    # coerced as Ansible's argument specs coerce, and what cannot be coerced is refused naming what is valid
+    "not_a_bool": ({"nodetune_smt_offline_allowed": "maybe"}, ["nodetune_smt_offline_allowed", "maybe", "bool"]),
+    "not_an_int": ({"nodetune_vm_dirty_ratio": "twenty"}, ["nodetune_vm_dirty_ratio='twenty' is not valid: "
+                                                           "expected a int"]),
     "policy_cpulist": ({"nodetune_layout_policy": {"housekeeping": "0-3,x"}}, ["housekeeping", "'0-3,x'"]),
     "iface_shell": ({"nodetune_rocm_env": {"NCCL_SOCKET_IFNAME": "ib0;reboot"}},
                     ["NCCL_SOCKET_IFNAME", "'ib0;reboot' is not valid", "interface or HCA names"]),
@@ -201,7 +213,8 @@ CATALOGUE: dict[str, tuple[dict[str, Any], list[str]]] = {
     # site.yml verifies in the same call: the verify role's variables are refused before any write too
     "health_threshold": ({"nodetune_health_gpu_temp_max_c": "hot"}, ["nodetune_health_gpu_temp_max_c", "hot"]),
     "verify_misspelt": ({"nodetune_verify_fail_on_drfit": True},
-                        ["nodetune_verify_fail_on_drfit is not a variable of the verify role"]),
+                        ["nodetune_verify_fail_on_drfit is not a nodetune variable; did you mean "
+                         "nodetune_verify_fail_on_drift?"]),
     "waiver_no_reason": ({"nodetune_verify_waivers": [{"id": "bios.iommu", "expires": "2030-01-01"}]},
                          ["waiver", "reason"]),
 }

@@ -11,12 +11,11 @@ here only.
 from __future__ import annotations
 
 import copy
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas as declaration
 from ansible_collections.nodetune.instinct.plugins.module_utils import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
@@ -111,24 +110,16 @@ def context(node: Path, topology: dict | None = None, layout: dict | None = None
 AREA_ROLES = {"smt", "cpu", "irq_affinity", "infiniband", "nvme", "sysctl", "rocm_env"}
 
 
-def role_defaults(role: str) -> dict[str, Any]:
-    return yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text()) or {}
-
-
-def role_prefix(role: str) -> re.Pattern[str]:
-    """The variable-name pattern the role's set_fact collects (from its tasks/main.yml)."""
-    text = (REPO / "roles" / role / "tasks" / "main.yml").read_text()
-    return re.compile(re.search(r"varnames', '([^']+)'", text).group(1))
-
-
 def areas_from_roles(overrides: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """What the area roles' set_fact tasks build: every variable matching the role's pattern, per area."""
-    variables: dict[str, Any] = {}
+    """What the tune action sends for every enabled area: its declared variables over their defaults."""
+    out = {}
     for role in AREA_ROLES:
-        variables.update(role_defaults(role))
-    variables.update(overrides or {})
-    return {role: {k: v for k, v in variables.items() if role_prefix(role).match(k)}
-            for role in AREA_ROLES if variables.get(f"nodetune_{role}_enabled", True)}
+        declared = declaration.ROLES[role]["variables"]
+        config = {name: option["default"] for name, option in declared.items() if "default" in option}
+        config.update({k: v for k, v in (overrides or {}).items() if k in declared})
+        if config.get(f"nodetune_{role}_enabled", True):
+            out[role] = config
+    return out
 
 
 def test_area_roles_are_the_tuning_areas() -> None:
@@ -348,7 +339,7 @@ def test_a_path_outside_the_root_stays_inside_it(node: Path, tmp_path_factory: p
 
 
 def test_the_run_tags_select_areas() -> None:
-    from ansible_collections.nodetune.instinct.plugins.action.tune import any_selected, selected
+    from ansible_collections.nodetune.instinct.plugins.plugin_utils.role_variables import any_selected, selected
 
     assert selected("nvme", {"ansible_run_tags": ["all"], "ansible_skip_tags": []})
     assert selected("nvme", {})

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas as declaration
 from ansible_collections.nodetune.instinct.plugins.module_utils import bios, engine, health, node, simnode, verify
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import apply_waivers, validate_waivers
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
@@ -47,7 +47,7 @@ SPEC = {
 
 
 def role_areas() -> dict:
-    """{area: {variable: value}} exactly as the area roles' set_fact builds it from defaults + lab group_vars."""
+    """{area: {variable: value}} as the tune action takes them: declared defaults + lab group_vars."""
     variables: dict = {}
     for role in AREA_ROLES:
         variables.update(yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text()) or {})
@@ -55,9 +55,8 @@ def role_areas() -> dict:
         variables.update(yaml.safe_load(path.read_text()) or {})
     areas = {}
     for role in AREA_ROLES:
-        tasks = (REPO / "roles" / role / "tasks" / "main.yml").read_text()
-        pattern = re.compile(re.search(r"varnames', '([^']+)'", tasks).group(1))
-        config = {k: v for k, v in variables.items() if pattern.search(k)}
+        declared = declaration.ROLES[role]["variables"]
+        config = {k: v for k, v in variables.items() if k in declared}
         if config.get(f"nodetune_{role}_enabled", True):
             areas[role] = config
     return areas

@@ -20,7 +20,7 @@ import os
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.nodetune.instinct.plugins.action.tune import write_text
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import write_text
 from ansible_collections.nodetune.instinct.plugins.filter.report import DEFAULT_VAR, nodetune_verify_results
 from ansible_collections.nodetune.instinct.plugins.module_utils import report as report_mod
 
