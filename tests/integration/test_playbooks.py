@@ -87,6 +87,11 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     ok(playbook(inventory, "playbooks/lab.yml"))
     pristine = tree_digest(node)
 
+    # the per-area tags are real tags of the playbook
+    listed = ok(playbook(inventory, "playbooks/apply.yml", "--list-tags"))
+    tags = set(re.findall(r"TASK TAGS: \[([^\]]*)\]", listed.stdout)[0].replace(" ", "").split(","))
+    assert tags >= {"smt", "cpu", "irq_affinity", "infiniband", "nvme", "sysctl", "rocm_env", "bios_check"}, tags
+
     # check mode: the exact changes are shown, nothing is written
     check = ok(playbook(inventory, "playbooks/apply.yml", "--check", "--diff"))
     assert recap(check, "node1")["changed"] == 1
@@ -110,6 +115,7 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     assert recap(site, "node1")["changed"] >= 1
     assert re.findall(r"^TASK \[([^\]]+)\]", site.stdout, re.M) == [
         "Group the lab nodes whose tree is missing (or that are to be rebuilt, rebooted or removed)",
+        "tune : The tags that select areas of the tune task (--tags nvme, --skip-tags smt)",  # meta: no worker
         "tune : Tune the node in one call (discover, plan, apply; and verify with nodetune_tune_verify)",
         "tune : Summarise the run across the nodes", "verify : Write the fleet JUnit XML and summary on the controller",
         "verify : Fleet summary"]
@@ -243,3 +249,37 @@ def test_bad_input_is_refused_before_any_write(tmp_path: Path) -> None:
         for part in expected:
             assert part in messages[host], f"{host}: {part!r} not in {messages[host]!r}"
     assert tree_digest(node) == before
+
+
+def test_an_area_role_applies_its_area_alone_and_leaves_nothing_for_the_next_play(tmp_path: Path) -> None:
+    """`roles: [nodetune.instinct.nvme]` is one module call that applies NVMe alone, with check and diff mode; a
+    later play's tune role still applies every area (no fact carried from one play to the next)."""
+    node = tmp_path / "node"
+    simnode.build(small_spec(), str(node))
+    pristine = tree_digest(node)
+    inventory = write_inventory(tmp_path, {"node1": {"nodetune_root": str(node),
+                                                     "nodetune_nvme_scheduler": "mq-deadline"}})
+    book = tmp_path / "nvme.yml"
+    book.write_text(yaml.safe_dump([{"name": "NVMe alone", "hosts": "all", "gather_facts": False,
+                                     "roles": ["nodetune.instinct.nvme"]}]))
+    check = ok(playbook(inventory, str(book), "--check", "--diff"))
+    assert re.findall(r"^TASK \[([^\]]+)\]", check.stdout, re.M) == ["nodetune.instinct.nvme : Apply the nvme area"]
+    assert "nvme.scheduler[nvme0n1]" in check.stdout and recap(check, "node1")["changed"] == 1
+    assert tree_digest(node) == pristine
+    ok(playbook(inventory, str(book)))
+    touched = changed_paths(pristine, tree_digest(node))
+    assert "sys/block/nvme0n1/queue/scheduler" in touched
+    allowed = re.compile(r"^(sys/block/nvme|etc/udev/rules\.d|etc/modprobe\.d|var/lib/nodetune|var/lib$|var$|etc$)")
+    assert [p for p in touched if not allowed.match(p)] == []
+    assert "[mq-deadline]" in (node / "sys/block/nvme0n1/queue/scheduler").read_text()
+
+    # include_role of an area, then a second play with the tune role: the second play tunes every area
+    both = tmp_path / "both.yml"
+    both.write_text(yaml.safe_dump([
+        {"name": "sysctl alone", "hosts": "all", "gather_facts": False,
+         "tasks": [{"name": "Apply sysctl", "ansible.builtin.include_role": {"name": "nodetune.instinct.sysctl"}}]},
+        {"name": "everything", "hosts": "all", "gather_facts": False, "roles": ["nodetune.instinct.tune"]}]))
+    ok(playbook(inventory, str(both)))
+    cpu = node / "sys/devices/system/cpu"
+    assert (cpu / "cpu1/cpufreq/scaling_governor").read_text().strip() == "performance"
+    assert (node / "proc/sys/kernel/numa_balancing").read_text().strip() == "0"

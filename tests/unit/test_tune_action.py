@@ -1,0 +1,139 @@
+"""The tune and verify action plugins on the controller, with the module call recorded instead of run: what they
+refuse before any call, and what they send.
+
+Issue 16 item 1: a misspelt ``nodetune_*`` variable is refused with the nearest real name (``nodetune_rot`` used
+to be ignored, leaving the root at ``/``), and a writing run on the controller's own ``/`` needs
+``nodetune_controller_allowed``. Issue 13 item 2: variables coerced as Ansible's argument specs coerce them; an area
+role's task applies that area alone.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+from ansible_collections.nodetune.instinct.plugins.action import tune as tune_action
+from ansible_collections.nodetune.instinct.plugins.action import verify as verify_action
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+
+
+def action(plugin: Any, args: dict[str, Any], role: str | None = None, check: bool = False,
+           transport: str = "local") -> Any:
+    task = SimpleNamespace(args=args, async_val=0, check_mode=check, diff=False,
+                           _role=SimpleNamespace(_role_name=role) if role else None)
+    connection = SimpleNamespace(transport=transport, _shell=SimpleNamespace(tmpdir="/nonexistent"))
+    module = plugin.ActionModule(task, connection, SimpleNamespace(check_mode=check), DataLoader(),
+                                 Templar(loader=DataLoader(), variables={}), None)
+    module.calls = []
+
+    def record(module_name: str, module_args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        module.calls.append((module_name, module_args))
+        return {"changed": False}
+
+    module._execute_module = record
+    return module
+
+
+def host(**variables: Any) -> dict[str, Any]:
+    return {"inventory_hostname": "node1", "ansible_connection": "local", **variables}
+
+
+@pytest.mark.parametrize("typo,real", [
+    ("nodetune_rot", "nodetune_root"), ("nodetune_layout_polcy", "nodetune_layout_policy"),
+    ("nodetune_irqbalanse_mode", "nodetune_irqbalance_mode"), ("nodetune_sysctls_extra", "nodetune_sysctl_extra"),
+    ("nodetune_governor", "nodetune_cpu_governor"), ("nodetune_controler_allowed", "nodetune_controller_allowed"),
+])
+@pytest.mark.parametrize("plugin", [tune_action, verify_action], ids=["tune", "verify"])
+def test_an_undeclared_variable_is_refused_with_the_nearest_name(plugin: Any, typo: str, real: str) -> None:
+    run = action(plugin, {"root": "/srv/lab/node1"})
+    result = run.run(task_vars=host(**{typo: "/srv/lab/node1"}))
+    assert result.get("failed") and run.calls == []
+    assert f"{typo} is not a nodetune variable; did you mean {real}?" in result["msg"]
+
+
+def test_the_playbook_lab_and_registered_variables_are_declared() -> None:
+    run = action(tune_action, {"root": "/srv/lab/node1"})
+    variables = dict.fromkeys(areas.OTHER_VARIABLES, "x")
+    variables.update(nodetune_serial=1, nodetune_max_fail_percentage=0, nodetune_hosts="all")
+    result = run.run(task_vars=host(**variables))
+    assert not result.get("failed"), result.get("msg")
+    assert len(run.calls) == 1
+
+
+@pytest.mark.parametrize("variables", [
+    {"inventory_hostname": "node1", "ansible_connection": "local"},
+    {"inventory_hostname": "localhost", "ansible_connection": "ssh"},
+    {"inventory_hostname": "gpu1", "ansible_host": "127.0.0.1", "ansible_connection": "ssh"},
+])
+@pytest.mark.parametrize("root", ["/", "//", "/.", "/srv/.."])
+def test_tuning_the_controller_itself_needs_the_opt_in(variables: dict[str, Any], root: str) -> None:
+    transport = variables["ansible_connection"]
+    for state in ("present", "reverted"):
+        run = action(tune_action, {"root": root, "state": state}, transport=transport)
+        result = run.run(task_vars=dict(variables))
+        assert result.get("failed") and run.calls == [], (variables, root, state)
+        assert "nodetune_controller_allowed: true" in result["msg"]
+    allowed = action(tune_action, {"root": root}, transport=transport)
+    assert not allowed.run(task_vars=dict(variables, nodetune_controller_allowed=True)).get("failed")
+    assert len(allowed.calls) == 1
+
+
+def test_check_mode_verify_and_other_roots_need_no_opt_in() -> None:
+    check = action(tune_action, {"root": "/"}, check=True)
+    assert not check.run(task_vars=host()).get("failed") and len(check.calls) == 1
+    audit = action(verify_action, {"root": "/"})
+    assert not audit.run(task_vars=host()).get("failed") and len(audit.calls) == 1
+    tree = action(tune_action, {"root": "/srv/lab/node1"})
+    assert not tree.run(task_vars=host()).get("failed") and len(tree.calls) == 1
+    remote = action(tune_action, {"root": "/"}, transport="ssh")
+    assert not remote.run(task_vars={"inventory_hostname": "gpu1", "ansible_connection": "ssh"}).get("failed")
+
+
+def test_a_bad_opt_in_value_is_refused() -> None:
+    run = action(tune_action, {"root": "/"})
+    result = run.run(task_vars=host(nodetune_controller_allowed="perhaps"))
+    assert result.get("failed") and run.calls == []
+    assert "nodetune_controller_allowed='perhaps' is not valid: expected true or false" in result["msg"]
+
+
+def test_variables_are_coerced_as_argument_specs_do() -> None:
+    run = action(tune_action, {"root": "/srv/lab/node1"})
+    result = run.run(task_vars=host(nodetune_smt_offline_allowed="true", nodetune_vm_dirty_ratio="30",
+                                    nodetune_ipoib_mtu_change_allowed="yes", nodetune_cpu_enabled="no"))
+    assert not result.get("failed"), result.get("msg")
+    sent = run.calls[0][1]["areas"]
+    assert sent["smt"]["nodetune_smt_offline_allowed"] is True
+    assert sent["sysctl"]["nodetune_vm_dirty_ratio"] == 30
+    assert sent["infiniband"]["nodetune_ipoib_mtu_change_allowed"] is True
+    assert "cpu" not in sent
+
+
+def test_real_type_errors_are_refused_naming_the_variable() -> None:
+    run = action(tune_action, {"root": "/srv/lab/node1"})
+    result = run.run(task_vars=host(nodetune_vm_dirty_ratio="twenty", nodetune_smt_policy="sometimes"))
+    assert result.get("failed") and run.calls == []
+    assert "nodetune_vm_dirty_ratio='twenty' is not valid: expected a int" in result["msg"]
+    assert "nodetune_smt_policy must be one of: keep, offline_siblings, control_off, got: sometimes" in result["msg"]
+
+
+def test_an_area_role_applies_its_area_alone() -> None:
+    run = action(tune_action, {"root": "/srv/lab/node1"}, role="nodetune.instinct.nvme")
+    assert not run.run(task_vars=host(nodetune_nvme_scheduler="mq-deadline")).get("failed")
+    sent = run.calls[0][1]
+    assert list(sent["areas"]) == ["nvme"] and sent["bios"] == {}
+    assert sent["areas"]["nvme"]["nodetune_nvme_scheduler"] == "mq-deadline"
+    disabled = action(tune_action, {"root": "/srv/lab/node1"}, role="nvme")
+    result = disabled.run(task_vars=host(nodetune_nvme_enabled=False))
+    assert result.get("skipped") and disabled.calls == []
+
+
+def test_the_tune_role_takes_every_area_the_tags_select() -> None:
+    run = action(tune_action, {"root": "/srv/lab/node1"}, role="tune")
+    run.run(task_vars=host(ansible_run_tags=["all"], ansible_skip_tags=["smt"]))
+    assert set(run.calls[0][1]["areas"]) == set(areas.AREAS) - {"smt"}
+    only = action(tune_action, {"root": "/srv/lab/node1"}, role="tune")
+    only.run(task_vars=host(ansible_run_tags=["nvme"]))
+    assert list(only.calls[0][1]["areas"]) == ["nvme"] and only.calls[0][1]["bios"] == {}
