@@ -10,6 +10,7 @@
 #   roles/<role>/                 -> roles/<role>/                    (nodetune.instinct.<role>)
 #   playbooks/<name>.yml          -> playbooks/<name>.yml             (ansible-playbook nodetune.instinct.<name>)
 #   site.yml                      -> playbooks/site.yml               (ansible-playbook nodetune.instinct.site)
+#   docs/*.md                     -> docs/*.md                        (what the READMEs link to)
 # In the copies, `import_playbook: playbooks/<name>.yml` becomes `import_playbook: nodetune.instinct.<name>`; the
 # roles' short names resolve inside the collection's own playbooks. Symlinks would not do: ansible-galaxy skips a
 # symlinked directory that points outside the collection.
@@ -27,11 +28,15 @@ mkdir -p "$coll" "$out"
 
 # The collection itself, without test output and caches.
 tar -C "$source_dir" --exclude='./tests/output' --exclude='__pycache__' --exclude='*.pyc' --exclude='./roles' \
-    --exclude='./playbooks' -cf - . | tar -C "$coll" -xf -
+    --exclude='./playbooks' --exclude='./docs' -cf - . | tar -C "$coll" -xf -
 
 # The roles, as they are in the repository.
 mkdir -p "$coll/roles"
 tar -C "$repo/roles" --exclude='__pycache__' --exclude='*.pyc' -cf - . | tar -C "$coll/roles" -xf -
+
+# The documentation the shipped READMEs link to (tests/integration/test_galaxy.py checks every relative link).
+mkdir -p "$coll/docs"
+cp "$repo"/docs/*.md "$coll/docs/"
 
 # The playbooks, with imports turned into collection playbook names.
 mkdir -p "$coll/playbooks"

@@ -1,9 +1,11 @@
 """The collection as users get it: built with ``scripts/build_collection.sh`` (ansible-galaxy collection build),
 installed into an EMPTY collections path, and its own ``site.yml`` run from there against a simulated node.
 
-Then ``nodetune.instinct.plan``, whose tune task runs outside a role, finds the area roles shipped in the
-collection. The runs happen in a folder with its own empty ansible.cfg and an empty roles path, so nothing of the
-repository (its ansible.cfg, collection/ or roles/) can stand in for what the tarball ships.
+Then an area role by its collection name (``nodetune.instinct.nvme``) applies its area alone, and
+``nodetune.instinct.plan``, whose tune task runs outside a role, works from the declared variables. Every relative
+link of the shipped markdown names a file of the tarball. The runs happen in a folder with its own empty
+ansible.cfg and an empty roles path, so nothing of the repository (its ansible.cfg, collection/ or roles/) can
+stand in for what the tarball ships.
 """
 
 from __future__ import annotations
@@ -24,6 +26,34 @@ from tests.integration.test_playbooks import small_spec
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
+GALAXY = REPO / "collection" / "ansible_collections" / "nodetune" / "instinct" / "galaxy.yml"
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def broken_links(archive: tarfile.TarFile) -> list[str]:
+    """Every relative link of every shipped markdown file that names no file of the artifact."""
+    names = set(archive.getnames())
+    broken = []
+    for member in archive.getmembers():
+        if not member.name.endswith(".md"):
+            continue
+        text = archive.extractfile(member).read().decode()
+        for target in LINK.findall(text):
+            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = os.path.normpath(os.path.join(os.path.dirname(member.name), target.split("#")[0]))
+            if path not in names:
+                broken.append(f"{member.name} -> {target}")
+    return broken
+
+
+def test_galaxy_metadata_is_real() -> None:
+    meta = yaml.safe_load(GALAXY.read_text())
+    urls = [meta[key] for key in ("repository", "homepage", "documentation", "issues")]
+    assert all(url.startswith("https://github.com/nodetune/nodetune") for url in urls), urls
+    assert "example" not in GALAXY.read_text() and "placeholder" not in GALAXY.read_text().lower()
+    for readme in (REPO / "README.md", GALAXY.parent / "README.md"):
+        assert "scripts/build_collection.sh" in readme.read_text(), f"{readme} does not say how to build"
 
 
 def isolated_env(work: Path, collections: Path) -> dict[str, str]:
@@ -52,9 +82,14 @@ def test_built_collection_installs_and_runs_site_from_an_empty_collections_path(
                      "plugins/action/tune.py", "plugins/filter/layout_filters.py", "plugins/filter/cpulist.yml",
                      "plugins/module_utils/rootfs.py", "roles/tune/tasks/main.yml",
                      "roles/nvme/meta/argument_specs.yml", "roles/verify/tasks/main.yml", "playbooks/site.yml",
-                     "playbooks/apply.yml", "meta/runtime.yml"):
+                     "playbooks/apply.yml", "meta/runtime.yml", "plugins/module_utils/areas.py",
+                     "plugins/plugin_utils/role_variables.py", "docs/topology.md", "docs/layout.md"):
         assert required in names, f"{required} is not in {tarball.name}"
     assert not any("tests/output" in n or "__pycache__" in n for n in names)
+    with tarfile.open(tarball) as archive:
+        assert broken_links(archive) == []
+        manifest = json.load(archive.extractfile("MANIFEST.json"))["collection_info"]
+    assert manifest["repository"] == "https://github.com/nodetune/nodetune"
 
     work = tmp_path / "elsewhere"
     work.mkdir()
@@ -83,6 +118,16 @@ def test_built_collection_installs_and_runs_site_from_an_empty_collections_path(
     assert (node / "var/lib/nodetune/journal.json").is_file()
     assert json.loads((work / "reports" / "nodes" / "gnode.json").read_text())["node"] == "gnode"
 
-    # a playbook of the collection that runs the tune action outside a role finds the roles the tarball ships
+    # an area role by its collection name applies that area alone, in one module call, in check mode
+    book = work / "nvme.yml"
+    book.write_text(yaml.safe_dump([{"name": "NVMe", "hosts": "all", "gather_facts": False,
+                                     "roles": ["nodetune.instinct.nvme"]}]))
+    alone = run(["ansible-playbook", "-i", str(inventory), str(book), "--check", "-e",
+                 "nodetune_nvme_scheduler=mq-deadline"], work, env)
+    assert alone.returncode == 0, alone.stdout[-5000:] + alone.stderr[-2000:]
+    tasks = re.findall(r"^TASK \[([^\]]+)\]", alone.stdout, re.M)
+    assert [t for t in tasks if "Validating arguments" not in t] == ["nodetune.instinct.nvme : Apply the nvme area"]
+
+    # a playbook of the collection that runs the tune action outside a role
     planned = run(["ansible-playbook", "-i", str(inventory), "nodetune.instinct.plan"], work, env)
     assert planned.returncode == 0, planned.stdout[-5000:] + planned.stderr[-2000:]

@@ -1189,6 +1189,14 @@ SET_BY_ROLES = {
     "nodetune_verify_result_var": "the result the verify role's reports read (set by the tune role)",
 }
 OTHER_VARIABLES = dict(PLAYBOOK_VARIABLES, **dict(LAB_VARIABLES, **SET_BY_ROLES))
+# Variables of earlier versions, refused with what replaced them.
+REMOVED_VARIABLES = {
+    "nodetune_areas": "nodetune_areas is no longer used: each area role applies its own area (roles: "
+                      "[nodetune.instinct.nvme]) and the tune role takes every area's variables itself; to pass the "
+                      "variables by hand, give the module's areas option",
+    "nodetune_bios": "nodetune_bios is no longer used: the tune and verify roles take the nodetune_bios_* variables "
+                     "themselves; to pass them by hand, give the module's bios option",
+}
 
 AREAS = tuple(name for name, role in ROLES.items() if role["kind"] == "area")
 BIOS_ROLE = "bios_check"
@@ -1238,7 +1246,7 @@ def undeclared(names: Iterable[str]) -> List[str]:
     """One error per ``nodetune_*`` name that no role, playbook or lab declares, with the nearest real name."""
     known = known_variables()
     known_set = set(known)
-    all_hints = {}  # type: Dict[str, str]
+    all_hints = dict(REMOVED_VARIABLES)  # type: Dict[str, str]
     for role in ROLES:
         all_hints.update(hints(role))
     errors = []

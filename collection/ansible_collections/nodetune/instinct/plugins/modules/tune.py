@@ -61,7 +61,7 @@ options:
     default: 30
   bios:
     description:
-      - The bios_check role's variables (C(nodetune_bios_*), collected in C(nodetune_bios)). With I(state=present)
+      - The bios_check role's variables (C(nodetune_bios_*)). With I(state=present)
         the BIOS-level checks run read-only before anything is written; drifting findings are warnings with
         C(nodetune_bios_policy=warn) (the default) and make the module fail before any write with
         C(nodetune_bios_policy=fail). An empty mapping skips them (M(nodetune.instinct.verify) reports them).

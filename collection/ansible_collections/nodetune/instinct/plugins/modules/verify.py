@@ -33,11 +33,11 @@ options:
     default: /
   areas:
     description:
-      - Area name to a mapping of that area's role variables, as for M(nodetune.instinct.tune). The area roles
-        build it (C(nodetune_areas)); pass the same value as to tune so both compute the same Settings.
-      - Not given, the action plugin gathers it on the controller from the area roles' variables over their
-        defaults (validated against each role's argument spec), exactly as the tune action does, for the areas
-        the run's tags select (V(all), V(apply) and V(verify) select every area, as the area roles' tags).
+      - Area name to a mapping of that area's role variables, as for M(nodetune.instinct.tune); pass the same value
+        as to tune so both compute the same Settings.
+      - Not given, the action plugin takes it on the controller from the area roles' variables over their declared
+        defaults (coerced and validated as a role's argument spec), exactly as the tune action does, for the areas
+        the run's tags select (V(all), V(apply) and V(verify) select every area).
     type: dict
     default: {}
   policy:
@@ -137,8 +137,10 @@ EXAMPLES = r"""
 - name: Audit a node with the same variables the tune role used
   nodetune.instinct.verify:
     root: /
-    areas: "{{ nodetune_areas }}"
-    bios: "{{ nodetune_bios | default({}) }}"
+    areas:
+      nvme:
+        nodetune_nvme_scheduler: none
+    bios: {}
     health:
       nodetune_health_gpu_power_max_w: 750
     waivers:
