@@ -11,6 +11,7 @@ here only.
 from __future__ import annotations
 
 import copy
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -111,12 +112,18 @@ AREA_ROLES = {"smt", "cpu", "irq_affinity", "infiniband", "nvme", "sysctl", "roc
 
 
 def areas_from_roles(overrides: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """What the tune action sends for every enabled area: its declared variables over their defaults."""
+    """What the tune action sends for every enabled area: its declared variables over their defaults. An override
+    the area does not declare goes to the area of its nearest declared name, as a module caller might send it (the
+    tune action refuses it before: tests/unit/test_tune_action.py; the builders refuse it too)."""
+    known = declaration.known_variables()
     out = {}
     for role in AREA_ROLES:
         declared = declaration.ROLES[role]["variables"]
         config = {name: option["default"] for name, option in declared.items() if "default" in option}
-        config.update({k: v for k, v in (overrides or {}).items() if k in declared})
+        for name, value in (overrides or {}).items():
+            near = difflib.get_close_matches(name, known, n=1, cutoff=0.5) or [""]
+            if name in declared or (name not in known and declaration.owner(near[0]) == role):
+                config[name] = value
         if config.get(f"nodetune_{role}_enabled", True):
             out[role] = config
     return out

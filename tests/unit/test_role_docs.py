@@ -85,3 +85,12 @@ def test_every_area_declares_what_it_is() -> None:
 
 def test_markup_becomes_markdown() -> None:
     assert gen_role_docs.markup("C(echo 1 > f(x)) and B(bold) I(it)") == "`echo 1 > f(x)` and **bold** *it*"
+
+
+def test_the_declared_apply_order_keeps_the_documented_dependencies() -> None:
+    order = areas.apply_order()
+    assert order["smt"] < order["irq.nic_local"]  # offlining CPUs moves IRQs
+    assert order["cpu.governor"] < order["cpu.epp"]  # EPP is refused under some governors
+    assert order["nvme.scheduler"] < order["nvme.nr_requests"]  # a scheduler switch resets nr_requests
+    assert order["irq.irqbalance"] < order["irq.nic_local"]  # irqbalance would move pinned IRQs again
+    assert max(v for k, v in order.items() if k != "persist") < order["persist"]

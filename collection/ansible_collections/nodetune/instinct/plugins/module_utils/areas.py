@@ -5,7 +5,10 @@
 
 An area's name is its role's name and its tag; ``finding_prefix`` is the prefix of its check ids (kept as the
 stable ids were published: ``irq.``, ``ib.``, ``rocm.``), ``builder`` the module_utils module whose ``build()``
-turns its variables into Settings (in the order of ``AREAS``), ``severity`` the severity of its drift findings.
+turns its variables into Settings (in the order of ``AREAS``), ``severity`` the severity of its drift findings,
+``order`` where its Settings are applied (lower first) and ``steps`` the order of its check ids within the area
+(setting.ORDER: SMT before IRQ affinity, governor before EPP, scheduler before nr_requests, irqbalance stopped
+before IRQs are pinned).
 Each variable has its type, default, choices and description as in an Ansible argument spec.
 
 From this one declaration:
@@ -53,6 +56,7 @@ ROLES = {}
 
 ROLES['smt'] = {
     'kind': 'area',
+    'order': 10,
     'builder': 'area_smt',
     'setting_area': 'smt',
     'finding_prefix': 'smt',
@@ -118,6 +122,8 @@ ROLES['smt'] = {
 
 ROLES['cpu'] = {
     'kind': 'area',
+    'order': 20,
+    'steps': ['cpu.governor', 'cpu.epp', 'cpu.idle_state'],
     'builder': 'area_cpu',
     'setting_area': 'cpu',
     'finding_prefix': 'cpu',
@@ -197,6 +203,8 @@ ROLES['cpu'] = {
 
 ROLES['irq_affinity'] = {
     'kind': 'area',
+    'order': 40,
+    'steps': ['irq.irqbalance', 'irq.nic_local'],
     'builder': 'area_irq',
     'setting_area': 'irq',
     'finding_prefix': 'irq',
@@ -297,6 +305,8 @@ ROLES['irq_affinity'] = {
 
 ROLES['infiniband'] = {
     'kind': 'area',
+    'order': 50,
+    'steps': ['ib.mtu'],
     'builder': 'area_infiniband',
     'setting_area': 'infiniband',
     'finding_prefix': 'ib',
@@ -423,6 +433,8 @@ ROLES['infiniband'] = {
 
 ROLES['nvme'] = {
     'kind': 'area',
+    'order': 30,
+    'steps': ['nvme.scheduler', 'nvme.nr_requests'],
     'builder': 'area_nvme',
     'setting_area': 'nvme',
     'finding_prefix': 'nvme',
@@ -508,6 +520,7 @@ ROLES['nvme'] = {
 
 ROLES['sysctl'] = {
     'kind': 'area',
+    'order': 60,
     'builder': 'area_sysctl',
     'setting_area': 'sysctl',
     'finding_prefix': 'sysctl',
@@ -581,6 +594,7 @@ ROLES['sysctl'] = {
 
 ROLES['rocm_env'] = {
     'kind': 'area',
+    'order': 70,
     'builder': 'area_rocm_env',
     'setting_area': 'rocm_env',
     'finding_prefix': 'rocm',
@@ -1199,6 +1213,18 @@ REMOVED_VARIABLES = {
 }
 
 AREAS = tuple(name for name, role in ROLES.items() if role["kind"] == "area")
+PERSIST_ORDER = 80  # the persistence files, written after every area's runtime values
+
+
+def apply_order() -> Dict[str, int]:
+    """Check id (or id prefix) -> apply order, from each area's ``order`` and ``steps``."""
+    order = {"persist": PERSIST_ORDER}
+    for name in AREAS:
+        declared = ROLES[name]
+        steps = declared.get("steps") or [declared["finding_prefix"]]
+        for index, step in enumerate(steps):
+            order[step] = declared["order"] + index
+    return order
 BIOS_ROLE = "bios_check"
 
 

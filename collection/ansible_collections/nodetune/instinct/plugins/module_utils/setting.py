@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
     parse_choice,
@@ -41,23 +43,8 @@ CONTENT = "content"  # whole file text
 
 COMPARES = (EXACT, INT, CHOICE, CPULIST, WORDS, CONTENT)
 
-# Apply order: lower first. The gaps leave room; the dependencies are the documented ones:
-# SMT before IRQ affinity (offlining moves IRQs), governor before EPP, scheduler before nr_requests
-# (changing the scheduler resets nr_requests), irqbalance stopped before IRQs are pinned.
-ORDER = {
-    "smt": 10,
-    "cpu.governor": 20,
-    "cpu.epp": 21,
-    "cpu.idle_state": 22,
-    "nvme.scheduler": 30,
-    "nvme.nr_requests": 31,
-    "irq.irqbalance": 40,
-    "irq.nic_local": 41,
-    "ib.mtu": 50,
-    "sysctl": 60,
-    "rocm": 70,
-    "persist": 80,
-}
+# Apply order: lower first, declared per area in areas.py (order, steps).
+ORDER = areas.apply_order()
 
 _ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_\-]+)+$")
 
