@@ -1213,6 +1213,7 @@ REMOVED_VARIABLES = {
 }
 
 AREAS = tuple(name for name, role in ROLES.items() if role["kind"] == "area")
+BIOS_ROLE = "bios_check"
 PERSIST_ORDER = 80  # the persistence files, written after every area's runtime values
 
 
@@ -1225,7 +1226,6 @@ def apply_order() -> Dict[str, int]:
         for index, step in enumerate(steps):
             order[step] = declared["order"] + index
     return order
-BIOS_ROLE = "bios_check"
 
 
 def enabled_variable(role: str) -> str:

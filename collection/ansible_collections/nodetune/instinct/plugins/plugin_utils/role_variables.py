@@ -81,7 +81,7 @@ def role_name(task):
     if role is None:
         return None
     name = getattr(role, "_role_name", None) or role.get_name()
-    return str(name).split(".")[-1]
+    return str(name).rsplit(".", maxsplit=1)[-1]
 
 
 _CONVERSION = re.compile(r"argument '([^']+)' is of type \S+ and we were unable to convert to (\w+)")
