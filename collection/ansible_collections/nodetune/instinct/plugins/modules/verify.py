@@ -47,7 +47,7 @@ options:
   bios:
     description:
       - >-
-        The bios_check role's variables (C(nodetune_bios_*), collected in C(nodetune_bios)), for example
+        The bios_check role's variables (C(nodetune_bios_*)), for example
         C({nodetune_bios_platform: auto, nodetune_bios_smt: "off"}). An empty mapping runs every BIOS-level
         check with its defaults; C(nodetune_bios_check_enabled: false) skips them.
       - Not given, the action plugin gathers it from the bios_check role's variables, as for O(areas).
