@@ -54,6 +54,7 @@ def load(root_path: str, areas: Dict[str, Any], policy: Optional[Dict[str, Any]]
          run_command: Optional[Callable] = None, persist: bool = True) -> NodeState:
     """Discover, plan and build the desired Settings; raises SettingError/PolicyError on bad input."""
     root = Root(root_path)
+    root.check_node()
     topology = discover(root)
     try:
         layout = layout_mod.plan(topology, layout_policy(areas or {}, policy))

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
+    ascii_int,
     parse_choice,
     parse_cpulist,
 )
@@ -174,8 +175,8 @@ def normalize(setting: Setting, text: Optional[str]) -> Optional[str]:
             return text.strip()
     if setting.compare == INT:
         try:
-            return str(int(text.strip()))
-        except ValueError:
+            return str(ascii_int(text.strip()))
+        except ParseError:
             return text.strip()
     if setting.compare == WORDS:
         return " ".join(text.split())
