@@ -44,7 +44,8 @@ options:
       - >-
         Layout planner policy (see docs/layout.md), for example C({housekeeping: 1}). The SMT and irqbalance choices
         come from the smt and irq_affinity areas.
-    type: dict
+      - A mapping (or a JSON object as text); a C(key=value) string such as C(housekeeping=1) is refused.
+    type: raw
     default: {}
   state:
     description:
@@ -265,7 +266,7 @@ def main():
         argument_spec=dict(
             root=dict(type="path", default="/"),
             areas=dict(type="dict", default={}),
-            policy=dict(type="dict", default={}),
+            policy=dict(type="raw", default={}),
             state=dict(type="str", choices=["present", "reverted"], default="present"),
             return_layout=dict(type="bool", default=False),
             lock_timeout=dict(type="int", default=30),
