@@ -456,8 +456,11 @@ def _replanned(result: Dict[str, Any], actions: List[Action]) -> Dict[str, Any]:
 
 def _rollback(root: Root, done: List[Action], before_run: Dict[str, Dict[str, Any]],
               services: Any) -> Tuple[List[str], List[str]]:
+    # In apply order, as revert does, not in reverse: dependencies point the same way going back. SMT siblings
+    # must be online before IRQ affinities naming them can be restored, and the scheduler must be switched back
+    # before nr_requests (switching resets it).
     rolled, problems = [], []
-    for action in reversed(done):
+    for action in done:
         key = _baseline_key(action.setting)
         try:
             _restore(root, key, before_run[key], services)
