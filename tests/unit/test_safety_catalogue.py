@@ -516,3 +516,65 @@ def test_catalogue_figures(record_testsuite_property: Callable[[str, Any], None]
     for name in sorted(EXPECTED):
         record_testsuite_property(name.replace(" ", "_"), FIGURES[name])
     assert dict(FIGURES) == EXPECTED
+
+
+# ------------------------------------------------------------------------------------------------ small rules
+def test_every_check_id_the_code_builds_is_one_a_waiver_may_name() -> None:
+    import re
+
+    from ansible_collections.nodetune.instinct.plugins.module_utils import check_ids
+
+    source = Path(check_ids.__file__).parent
+    built = set()
+    for path in source.glob("*.py"):
+        built |= set(re.findall(r'(?:Setting|Finding)\(\s*"([a-z_]+\.[a-z_.]+)"', path.read_text()))
+    assert built and built <= set(check_ids.known_ids())
+    assert check_ids.is_known("sysctl.net.core.rmem_max") and not check_ids.is_known("nvme.schedular")
+
+
+def test_numbers_are_ascii_digits_only() -> None:
+    from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
+        ParseError,
+        ascii_int,
+        parse_cpulist,
+        parse_int,
+    )
+
+    for text in ("٣", "0-٣", "３", "1_0", "0-1_0"):
+        with pytest.raises(ParseError):
+            parse_cpulist(text)
+    for value in ("٤٠٩٢", "4_092", "+4", "4.0", " ", True, None, 4.0):
+        with pytest.raises(ParseError):
+            ascii_int(value)
+    assert ascii_int(" 4092\n") == 4092 and ascii_int("-1") == -1 and ascii_int(7) == 7
+    assert parse_int("٤") is None and parse_int("0x1f") == 31 and parse_int("0x١") is None
+
+
+def test_a_file_nodetune_created_may_be_named_again(tmp_path: Path, lab: dict[str, Any]) -> None:
+    """A path variable's new file is created once; the next run (and verify) accept it as nodetune's own."""
+    dest = tmp_path / "node"
+    shutil.copytree(lab["path"], dest, symlinks=True)
+    areas = with_area("rocm_env", nodetune_rocm_env_file="/etc/nodetune/site/rocm.env", **ROCM)
+    assert tune(dest, areas)["changed"]
+    again = node.load(str(dest), areas, {})
+    assert not again.context.errors
+    assert engine.apply(again.root, again.settings, services=again.services)["changed"] is False
+    # without the journal, the file's own header still says it is nodetune's
+    (dest / engine.JOURNAL).rename(tmp_path / "journal.json")
+    assert not node.load(str(dest), areas, {}).context.errors
+    (tmp_path / "journal.json").rename(dest / engine.JOURNAL)
+    revert(dest)
+    assert not (dest / "etc/nodetune/site").exists()
+
+
+def test_the_tune_module_refuses_a_key_value_policy_string(lab: dict[str, Any]) -> None:
+    """Ansible turns 'housekeeping=1' into a mapping for a dict option; the module takes the raw value and refuses
+    it, in check mode and before any write."""
+    from tests.unit.test_verify_module import adhoc
+
+    before = Reference(lab["path"])
+    rc, result = adhoc("nodetune.instinct.tune", {"root": str(lab["path"]), "areas": {"sysctl": AREAS["sysctl"]},
+                                                  "policy": "housekeeping=1"})
+    assert rc != 0, result["_output"][-2000:]
+    assert "nodetune_layout_policy='housekeeping=1' is not valid" in result["msg"]
+    assert before.differences() == []
