@@ -142,8 +142,9 @@ def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List
         if ctx.services is not None:
             out.append(Setting("persist.boot_restore", UNIT, "", "enabled=yes", kind=SERVICE, area=AREA,
                                reason="enable the boot-time restore"))
-    for entry in sysctl_boot.shadowed(ctx.root, settings + out):
-        ctx.warn("persist: " + sysctl_boot.message(entry))
+    if any(s.id == "persist.sysctl_d" for s in out):
+        for entry in sysctl_boot.shadowed(ctx.root, settings + out):
+            ctx.warn("persist: " + sysctl_boot.message(entry))
     return out
 
 
