@@ -383,6 +383,7 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
     ``fault`` is a test hook called before each write (fault injection); production passes None.
     """
     actions = plan_actions(root, settings, services)
+    load_journal(root)  # a journal nodetune cannot trust is refused in check mode and on a tuned node too
     result = {
         "changed": bool(actions),
         "actions": [a.to_dict() for a in actions],
