@@ -15,6 +15,7 @@ their ``*_list`` forms, which are compared byte for byte.
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import json
 import multiprocessing
@@ -129,12 +130,16 @@ def pristine(lab: dict[str, Any]) -> Path:
     assert lab["pristine"].differences() == []
 
 
-def tune(path: Path, areas: Any = None, policy: Any = None, waivers: Any = None, **kwargs: Any) -> dict[str, Any]:
-    """What the tune module does before and during an apply: validate the waivers, load, apply."""
+def tune(path: Path, areas: Any = None, policy: Any = None, waivers: Any = None, check_mode: bool = False,
+         lock_timeout: float = 30.0, **kwargs: Any) -> dict[str, Any]:
+    """What the tune module does: validate the waivers; then, holding the node's lock (not in check mode),
+    discover, plan, validate and apply."""
     prepared = audit.prepare({}, {}, waivers) if waivers is not None else []
-    state = node.load(str(path), AREAS if areas is None else areas, policy or {})
     assert prepared is not None
-    return engine.apply(state.root, state.settings, services=state.services, **kwargs)
+    with contextlib.nullcontext() if check_mode else engine.NodeLock(Root(str(path)), lock_timeout):
+        state = node.load(str(path), AREAS if areas is None else areas, policy or {})
+        return engine.apply(state.root, state.settings, services=state.services, check_mode=check_mode,
+                            lock_held=not check_mode, **kwargs)
 
 
 def revert(path: Path, **kwargs: Any) -> dict[str, Any]:
@@ -418,15 +423,16 @@ PAIRS = 24
 
 def test_concurrent_apply_revert_pairs_keep_every_original(pristine: Path, lab: dict[str, Any],
                                                            record_property: Callable[[str, Any], None]) -> None:
-    """Pairs started together (apply with revert, every third pair apply with apply), one root; after all of
-    them and one last revert the node is exactly as it was: no original lost, the journal consistent."""
+    """Apply and revert started together on one root (every third round apply, revert and apply); after each
+    round the node is either exactly the tuned node with a valid journal or exactly the original node, and after
+    one last revert it is the original: no original lost."""
     context = multiprocessing.get_context("fork")
     tuned = None
     started = time.monotonic()
     for pair in range(PAIRS):
         start = context.Event()
-        second = "apply" if pair % 3 == 2 else "revert"
-        children = [context.Process(target=_run, args=(str(pristine), what, start)) for what in ("apply", second)]
+        runs = ("apply", "revert", "apply") if pair % 3 == 2 else ("apply", "revert")[::1 if pair % 2 else -1]
+        children = [context.Process(target=_run, args=(str(pristine), what, start)) for what in runs]
         for child in children:
             child.start()
         start.set()

@@ -376,10 +376,13 @@ def normalize_raw(text: Optional[str]) -> Optional[str]:
 
 
 def apply(root: Root, settings: List[Setting], check_mode: bool = False, services: Any = None,
-          fault: Optional[Callable[[Setting], None]] = None, lock_timeout: float = 30.0) -> Dict[str, Any]:
+          fault: Optional[Callable[[Setting], None]] = None, lock_timeout: float = 30.0,
+          lock_held: bool = False) -> Dict[str, Any]:
     """Bring the node to ``settings``. Returns changed, actions, diff, reboot_required.
 
     The node's lock is held from the re-read of the node and the journal to the last journal update.
+    ``lock_held``: the caller holds it already (the tune module takes it before discovery, so that the Settings
+    are computed from a node no other run is changing); a second flock would wait for the first.
     ``fault`` is a test hook called before each write (fault injection); production passes None.
     """
     actions = plan_actions(root, settings, services)
@@ -393,7 +396,7 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
     }
     if check_mode or not actions:
         return result
-    with NodeLock(root, lock_timeout):
+    with contextlib.nullcontext() if lock_held else NodeLock(root, lock_timeout):
         # Re-plan under the lock: another run may have changed the node since.
         actions = plan_actions(root, settings, services)
         journal_before = root.read(JOURNAL, strip=False)

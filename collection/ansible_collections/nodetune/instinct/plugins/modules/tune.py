@@ -211,6 +211,8 @@ journal:
   returned: always
 """
 
+from contextlib import nullcontext
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import audit as audit_mod
@@ -300,10 +302,13 @@ def main():
         waivers = None
         if audit_options is not None:  # refused here, before any write, like every other input
             waivers = audit_mod.prepare(audit_scope(params)[1], audit_options["health"], audit_options["waivers"])
-        state = load(params["root"], params["areas"], params["policy"], run_command)
-        bios_drift = check_bios(module, state, params["bios"])
-        result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services,
-                              lock_timeout=params["lock_timeout"])
+        # The lock is held from discovery on: Settings computed from a node that a concurrent revert is changing
+        # would tune it to a half-reverted picture. Check mode writes nothing and takes no lock.
+        with nullcontext() if module.check_mode else engine.NodeLock(Root(params["root"]), params["lock_timeout"]):
+            state = load(params["root"], params["areas"], params["policy"], run_command)
+            bios_drift = check_bios(module, state, params["bios"])
+            result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services,
+                                  lock_held=not module.check_mode)
         if audit_options is not None:
             try:
                 result["verify"] = audit_after_apply(module, params, state, result, waivers, run_command)
