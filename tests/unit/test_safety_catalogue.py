@@ -289,6 +289,7 @@ JOURNALS = {
     "empty object": "{}",
     "not JSON": '{"version": 1, "baseline": {',
     "version 2": '{"version": 2, "baseline": {}}',
+    "version true": '{"version": true, "baseline": {}}',
     "baseline a list": '{"version": 1, "baseline": []}',
     "entry without kind": '{"version": 1, "baseline": {"proc/sys/vm/dirty_ratio": {"restore": "20"}}}',
     "entry of unknown kind": '{"version": 1, "baseline": {"proc/sys/vm/dirty_ratio": {"kind": "x"}}}',

@@ -171,7 +171,7 @@ def journal_problems(data: Any) -> List[str]:
         return ["not JSON"]
     if not isinstance(data, dict):
         return ["expected a JSON object, found %s" % _json_type(data)]
-    if data.get("version") != JOURNAL_VERSION:
+    if type(data.get("version")) is not int or data["version"] != JOURNAL_VERSION:  # true == 1 in Python
         return ["version %r, this nodetune reads version %d" % (data.get("version"), JOURNAL_VERSION)]
     problems = []
     baseline = data.get("baseline")
@@ -331,8 +331,11 @@ def _sweep_temp_files(root: Root, dirs: List[str]) -> List[str]:
     return removed
 
 
-def _file_dirs(keys: List[str]) -> List[str]:
-    return [os.path.dirname(key) for key in keys if not key.startswith("service:")]
+def _file_dirs(baseline: Dict[str, Dict[str, Any]], settings: Optional[List[Setting]] = None) -> List[str]:
+    """The directories nodetune writes whole files into (kernel attributes are written in place: no temp files)."""
+    keys = [key for key, snap in baseline.items() if snap.get("kind") == FILE]
+    keys += [s.path for s in settings or [] if s.kind in (FILE, LINE, ABSENT)]
+    return [os.path.dirname(key) for key in keys] + [STATE_DIR]
 
 
 # --------------------------------------------------------------------------------------------- writing
@@ -401,8 +404,7 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
         actions = plan_actions(root, settings, services)
         journal_before = root.read(JOURNAL, strip=False)
         journal = load_journal(root)
-        file_keys = [s.path for s in settings if s.kind in (FILE, LINE, ABSENT)]
-        _sweep_temp_files(root, _file_dirs(file_keys + list(journal["baseline"])) + [STATE_DIR])
+        _sweep_temp_files(root, _file_dirs(journal["baseline"], settings))
         if journal.get("created") is None:
             journal["created"] = _now()
             # The state dir is nodetune's even where an interrupted run left it behind (empty): revert removes it
@@ -522,7 +524,7 @@ def revert(root: Root, check_mode: bool = False, services: Any = None, lock_time
                 problems.append("%s: %s" % (key, exc))
         if problems:
             raise ApplyError("revert could not restore: " + "; ".join(problems))
-        _sweep_temp_files(root, _file_dirs(list(journal["baseline"])) + [STATE_DIR])
+        _sweep_temp_files(root, _file_dirs(journal["baseline"]))
         root.remove(JOURNAL)
         root.remove(LEGACY_LOCK)
         _remove_dirs(root, journal.get("created_dirs", []))
