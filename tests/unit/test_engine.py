@@ -123,8 +123,9 @@ def test_failed_write_rolls_back_this_run_and_names_the_setting(node: Path) -> N
     with pytest.raises(engine.ApplyError) as info:
         engine.apply(Root(str(node)), settings(), fault=fault)
     assert "sysctl.vm.dirty_ratio[vm.dirty_ratio]" in str(info.value)
-    assert info.value.rolled_back == ["irq.irqbalance[IRQBALANCE_BANNED_CPULIST]", "nvme.nr_requests[nvme0n1]",
-                                      "nvme.scheduler[nvme0n1]"]
+    # restored in apply order: the scheduler before nr_requests (switching it back resets nr_requests)
+    assert info.value.rolled_back == ["nvme.scheduler[nvme0n1]", "nvme.nr_requests[nvme0n1]",
+                                      "irq.irqbalance[IRQBALANCE_BANNED_CPULIST]"]
     after = tree_digest(node)
     # scheduler came back as the active token (a plain file has no kernel to re-render the bracket list)
     changed = {k for k in before if before[k] != after.get(k)}

@@ -41,7 +41,7 @@ def group(pattern: str, text: str, index: int = 1, search: bool = False) -> str 
 @example("cpu12\n\n", "cpu")
 @example("cpu\u0663", "cpu")
 def test_number_after(text: str, prefix: str) -> None:
-    expected = group(rf"^{prefix}(\d+)$", text)
+    expected = group(rf"(?a)^{prefix}(\d+)$", text)  # ASCII digits only: '\u0663' is not 3
     assert number_after(text, prefix) == (int(expected) if expected is not None else None)
 
 
@@ -52,7 +52,7 @@ def test_number_after(text: str, prefix: str) -> None:
 @example("nvme0q1q2", ("nvme", "q"))
 def test_split_number_pair(text: str, shape: tuple[str, str]) -> None:
     prefix, middle = shape
-    match = re.match(rf"^{prefix}(\d+){middle}(\d+)$", text)
+    match = re.match(rf"(?a)^{prefix}(\d+){middle}(\d+)$", text)
     assert split_number_pair(text, prefix, middle) == (match.groups() if match else None)
 
 
@@ -110,7 +110,7 @@ def test_hwirq(text: str) -> None:
 @example("6.")
 @example("\u0663.1")
 def test_kernel_version(text: str) -> None:
-    match = re.match(r"^(\d+)\.(\d+)", text)
+    match = re.match(r"(?a)^(\d+)\.(\d+)", text)  # ASCII digits (parse.leading_decimal)
     assert discover_irq.kernel_version(text) == ((int(match.group(1)), int(match.group(2))) if match else None)
 
 
@@ -158,7 +158,7 @@ def _cpulist_by_regex(text: str) -> list[int] | None:
     """The accepted syntax of parse_cpulist as it was written with a regular expression (ranges expanded)."""
     cpus: set[int] = set()
     for item in text.strip().split(",") if text.strip() else []:
-        match = re.match(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$", item.strip())
+        match = re.match(r"(?a)^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$", item.strip())
         if not match:
             return None
         start = int(match.group(1))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Optional
 
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, ascii_int
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 
 CPU_DIR = "sys/devices/system/cpu"
@@ -93,13 +94,10 @@ def want_int(ctx: Context, config: Dict[str, Any], name: str, low: Optional[int]
         if not allow_none:
             ctx.error("%s must be set" % name)
         return None
-    if isinstance(value, bool):
-        ctx.error("%s=%s is not valid: expected an integer" % (name, describe(value)))
-        return None
     try:
-        number = int(str(value).strip())
-    except ValueError:
-        ctx.error("%s=%s is not valid: expected an integer" % (name, describe(value)))
+        number = ascii_int(value, name)
+    except ParseError:
+        ctx.error("%s=%s is not valid: expected an integer written with the digits 0-9" % (name, describe(value)))
         return None
     if (low is not None and number < low) or (high is not None and number > high):
         ctx.error("%s=%s is out of range: valid values are %s to %s"

@@ -22,6 +22,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.area_common impo
     want_int,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_sysctl import sysctl_setting
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, ascii_int, is_digits
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import INT, Setting
 
 AREA = "infiniband"
@@ -63,12 +64,11 @@ def _mtu(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
         if wanted == "max":
             value = limit
         else:
-            if isinstance(wanted, bool):
-                wanted = "bad"
             try:
-                value = int(str(wanted))
-            except ValueError:
-                ctx.error("nodetune_ipoib_mtu=%s is not valid: expected an integer or 'max'" % describe(wanted))
+                value = ascii_int(wanted, "nodetune_ipoib_mtu")
+            except ParseError:
+                ctx.error("nodetune_ipoib_mtu=%s is not valid: expected an integer (digits 0-9) or 'max'"
+                          % describe(wanted))
                 return []
             if value > limit:
                 if mode == "datagram":
@@ -116,7 +116,7 @@ def _sysctls(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
             thresholds.append((level, value, var))
         else:
             number = current.get(key, "")
-            if str(number).strip().isdigit():
+            if is_digits(str(number).strip()):
                 thresholds.append((level, int(number), key + " (current)"))
     ordered = sorted(thresholds)
     for (_level_a, va, na), (_level_b, vb, nb) in zip(ordered, ordered[1:]):

@@ -53,7 +53,7 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
     unknown_keys(ctx, config, VARIABLES, ROLE)
     mode = want_str(ctx, config, "nodetune_irqbalance_mode", MODES) or "disable"
     pin = want_bool(ctx, config, "nodetune_irq_pin_nic", True)
-    family = want_str(ctx, config, "nodetune_os_family") or "Debian"
+    family = want_str(ctx, config, "nodetune_os_family", sorted(CONFIG_BY_FAMILY)) or "Debian"
     settings: List[Setting] = []
     installed = bool((ctx.topology.get("irqbalance") or {}).get("installed"))
     if ctx.services is not None and not installed:

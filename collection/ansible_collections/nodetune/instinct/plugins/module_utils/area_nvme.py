@@ -22,6 +22,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.area_common impo
     unknown_keys,
     want_str,
 )
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, ascii_int
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import CHOICE, FILE, INT, Setting
 
 AREA = "nvme"
@@ -98,12 +99,11 @@ def _nr_requests(ctx: Context, device: Dict[str, Any], scheduler: str, requested
     limit = nr_requests_limit(ctx, device, scheduler)
     if requested == "max":
         return limit
-    if isinstance(requested, bool):
-        requested = "bad"
     try:
-        value = int(str(requested))
-    except ValueError:
-        ctx.error("nodetune_nvme_nr_requests=%s is not valid: expected an integer or 'max'" % describe(requested))
+        value = ascii_int(requested, "nodetune_nvme_nr_requests")
+    except ParseError:
+        ctx.error("nodetune_nvme_nr_requests=%s is not valid: expected an integer (digits 0-9) or 'max'"
+                  % describe(requested))
         return None
     if value < 4:
         ctx.error("nodetune_nvme_nr_requests=%d is too small: the kernel raises values below 4 to 4" % value)

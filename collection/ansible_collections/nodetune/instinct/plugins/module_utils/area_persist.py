@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import sysctl_boot
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import FILE, SERVICE, Setting
 
@@ -141,6 +142,9 @@ def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List
         if ctx.services is not None:
             out.append(Setting("persist.boot_restore", UNIT, "", "enabled=yes", kind=SERVICE, area=AREA,
                                reason="enable the boot-time restore"))
+    if any(s.id == "persist.sysctl_d" for s in out):
+        for entry in sysctl_boot.shadowed(ctx.root, settings + out):
+            ctx.warn("persist: " + sysctl_boot.message(entry))
     return out
 
 

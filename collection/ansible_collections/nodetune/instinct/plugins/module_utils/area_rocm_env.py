@@ -25,7 +25,7 @@ import re
 from typing import Any, Dict, List, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
-from ansible_collections.nodetune.instinct.plugins.module_utils import rank_bind
+from ansible_collections.nodetune.instinct.plugins.module_utils import owned_paths, rank_bind
 from ansible_collections.nodetune.instinct.plugins.module_utils import rocm_catalog as catalog
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Context,
@@ -111,6 +111,20 @@ def file_path(ctx: Context, config: Dict[str, Any], name: str, default: str) -> 
                   "or '//'; nodetune writes it inside nodetune_root)" % (name, describe(value), default))
         return "/" + default
     return value
+
+
+def refuse_foreign_paths(ctx: Context, config: Dict[str, Any], settings: List[Setting]) -> None:
+    """Every file the area would write must be nodetune's own or a new file in a documented folder."""
+    variable_of = dict(("/" + default, name) for name, default in PATH_VARIABLES)
+    variable_of.update((str(config[name]), name) for name, _default in PATH_VARIABLES if config.get(name))
+    defaults = set(default for _name, default in PATH_VARIABLES)
+    for setting in settings:
+        # The documented default files are nodetune's by design (a site's /etc/rccl.conf is journaled and put back
+        # by revert); any other path must be a file nodetune created or a new one in the documented folders.
+        problem = owned_paths.path_problem(ctx.root, setting.path, default=setting.path in defaults)
+        if problem:
+            name = variable_of.get("/" + setting.path, "the %s file" % setting.target)
+            ctx.error("%s=%s is not valid: %s" % (name, describe("/" + setting.path), problem))
 
 
 def layout_names(ctx: Context, config: Dict[str, Any]) -> List[str]:
@@ -229,6 +243,9 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
                     area=AREA, runtime=False, reason="EnvironmentFile= for systemd units; sourced by Slurm jobs"),
         ]
     settings += bind_settings(ctx, bind, names, user, paths)
+    refuse_foreign_paths(ctx, config, settings)
+    if len(ctx.errors) > errors_before:
+        return []
     return settings
 
 

@@ -45,7 +45,8 @@ COMMON_VARIABLES = {
         'description': [
             (
                 'Layout planner policy, for example C({housekeeping: 1, ranks: per_gcd}) (see '
-                'docs/layout.md); unknown keys and malformed cpulists are refused before any write. The SMT '
+                'docs/layout.md); unknown keys and malformed cpulists are refused before any write, and so '
+                'is a C(key=value) string such as C(housekeeping=1) (a mapping is required). The SMT '
                 "and irqbalance choices come from the C(smt) and C(irq_affinity) roles' variables."
             ),
         ],
@@ -292,7 +293,7 @@ ROLES['irq_affinity'] = {
                 (
                     'Which irqbalance configuration file C(ban) edits when the node has none yet; one of '
                     'C(Debian) (C(/etc/default/irqbalance)), C(RedHat) or C(Suse) '
-                    '(C(/etc/sysconfig/irqbalance)).'
+                    '(C(/etc/sysconfig/irqbalance)); any other value is refused before anything is written.'
                 ),
                 (
                     'C(null) uses the file the node already has, else the Debian location. Facts are not '
@@ -718,6 +719,12 @@ ROLES['rocm_env'] = {
             'default': '/etc/profile.d/nodetune-rocm.sh',
             'description': [
                 "The login-shell profile script (C(export NAME='value') lines).",
+                (
+                    'Refused when it names an existing file nodetune did not create (other than this default), '
+                    'a directory or a link; a new file may be created only in /etc, /etc/nodetune/..., '
+                    '/etc/profile.d, /etc/default, /etc/sysconfig, /usr/local/bin, /usr/local/sbin, '
+                    '/usr/local/etc/... or /opt/<dir>/...'
+                ),
             ],
         },
         'nodetune_rocm_rccl_conf_file': {
@@ -727,6 +734,12 @@ ROLES['rocm_env'] = {
                 (
                     'The RCCL configuration file (C(NAME=value) lines, '
                     'C(NCCL_*) and C(RCCL_*) names only).'
+                ),
+                (
+                    'Refused when it names an existing file nodetune did not create (other than this default), '
+                    'a directory or a link; a new file may be created only in /etc, /etc/nodetune/..., '
+                    '/etc/profile.d, /etc/default, /etc/sysconfig, /usr/local/bin, /usr/local/sbin, '
+                    '/usr/local/etc/... or /opt/<dir>/...'
                 ),
             ],
         },
@@ -738,6 +751,12 @@ ROLES['rocm_env'] = {
                     'The environment file (C(NAME="value") lines) for systemd\'s C(EnvironmentFile=) and '
                     'Slurm job scripts (C(set -a; . /etc/nodetune/rocm.env; set +a)).'
                 ),
+                (
+                    'Refused when it names an existing file nodetune did not create (other than this default), '
+                    'a directory or a link; a new file may be created only in /etc, /etc/nodetune/..., '
+                    '/etc/profile.d, /etc/default, /etc/sysconfig, /usr/local/bin, /usr/local/sbin, '
+                    '/usr/local/etc/... or /opt/<dir>/...'
+                ),
             ],
         },
         'nodetune_rocm_ranks_file': {
@@ -748,6 +767,12 @@ ROLES['rocm_env'] = {
                     'The rank table C(nodetune-bind) reads (one entry '
                     'per local rank, from the Layout).'
                 ),
+                (
+                    'Refused when it names an existing file nodetune did not create (other than this default), '
+                    'a directory or a link; a new file may be created only in /etc, /etc/nodetune/..., '
+                    '/etc/profile.d, /etc/default, /etc/sysconfig, /usr/local/bin, /usr/local/sbin, '
+                    '/usr/local/etc/... or /opt/<dir>/...'
+                ),
             ],
         },
         'nodetune_rocm_bind_file': {
@@ -757,6 +782,12 @@ ROLES['rocm_env'] = {
                 (
                     'The launcher (a standalone Python 3 script,'
                     ' standard library only).'
+                ),
+                (
+                    'Refused when it names an existing file nodetune did not create (other than this default), '
+                    'a directory or a link; a new file may be created only in /etc, /etc/nodetune/..., '
+                    '/etc/profile.d, /etc/default, /etc/sysconfig, /usr/local/bin, /usr/local/sbin, '
+                    '/usr/local/etc/... or /opt/<dir>/...'
                 ),
             ],
         },

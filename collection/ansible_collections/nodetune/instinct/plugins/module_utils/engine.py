@@ -43,7 +43,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
 
 STATE_DIR = "var/lib/nodetune"
 JOURNAL = STATE_DIR + "/journal.json"
-LOCK = STATE_DIR + "/lock"
+LEGACY_LOCK = STATE_DIR + "/lock"  # the lock file of earlier versions: revert removes it
 JOURNAL_VERSION = 1
 MAX_RUNS_KEPT = 20
 
@@ -131,19 +131,107 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+class JournalError(SettingError):
+    """The journal does not have the shape this nodetune writes: refused, and kept exactly as it is."""
+
+
+def _empty_journal() -> Dict[str, Any]:
+    return {"version": JOURNAL_VERSION, "created": None, "baseline": {}, "created_dirs": [], "runs": []}
+
+
 def load_journal(root: Root) -> Dict[str, Any]:
+    """The node's journal (an empty one where there is none); raises JournalError where it does not validate."""
     text = root.read(JOURNAL, strip=False)
     if text is None:
-        return {"version": JOURNAL_VERSION, "created": None, "baseline": {}, "created_dirs": [], "runs": []}
+        return _empty_journal()
     try:
         data = json.loads(text)
     except ValueError:
-        raise SettingError(["the journal %s is not valid JSON; refusing to guess the node's baseline "
-                            "(move it aside to start a new baseline)" % ("/" + JOURNAL)]) from None
-    if data.get("version") != JOURNAL_VERSION:
-        raise SettingError(["the journal %s has version %r, this nodetune reads version %d"
-                            % ("/" + JOURNAL, data.get("version"), JOURNAL_VERSION)])
+        data = _NOT_JSON
+    problems = journal_problems(data)
+    if problems:
+        raise JournalError(["the journal %s is not valid (%s); refusing to guess the node's baseline, nothing was "
+                            "written or deleted (move it aside, or restore it from a backup, to go on)"
+                            % ("/" + JOURNAL, "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else ""))])
     return data
+
+
+_NOT_JSON = object()
+_SNAPSHOT_FIELDS = {
+    # kind: {field: (allowed types, required)}
+    ATTR: {"restore": ((str, type(None)), True)},
+    FILE: {"exists": ((bool,), True), "content": ((str, type(None)), True), "mode": ((str,), True)},
+    SERVICE: {"unit": ((str,), True), "state": ((str, type(None)), True)},
+}
+
+
+def journal_problems(data: Any) -> List[str]:
+    """What is wrong with a decoded journal, as short phrases (empty when it is one this nodetune wrote)."""
+    if data is _NOT_JSON:
+        return ["not JSON"]
+    if not isinstance(data, dict):
+        return ["expected a JSON object, found %s" % _json_type(data)]
+    if type(data.get("version")) is not int or data["version"] != JOURNAL_VERSION:  # true == 1 in Python
+        return ["version %r, this nodetune reads version %d" % (data.get("version"), JOURNAL_VERSION)]
+    problems = []
+    baseline = data.get("baseline")
+    if not isinstance(baseline, dict):
+        problems.append("'baseline' must be an object of the original values, found %s" % _json_type(baseline))
+        baseline = {}
+    for key in sorted(baseline, key=str):
+        problems.extend(_snapshot_problems(key, baseline[key]))
+    for field in ("created_dirs", "runs"):
+        value = data.get(field, [])
+        if not isinstance(value, list):
+            problems.append("'%s' must be a list, found %s" % (field, _json_type(value)))
+    dirs = data.get("created_dirs", [])
+    if isinstance(dirs, list) and not all(isinstance(d, str) and _is_inner_path(d) for d in dirs):
+        problems.append("'created_dirs' must hold relative paths inside the root")
+    return problems
+
+
+def _snapshot_problems(key: str, snap: Any) -> List[str]:
+    where = "baseline entry %r" % (key,)
+    if not isinstance(snap, dict):
+        return ["%s is %s, not an object" % (where, _json_type(snap))]
+    kind = snap.get("kind")
+    if kind not in _SNAPSHOT_FIELDS:
+        return ["%s has kind %r (valid: %s)" % (where, kind, ", ".join(sorted(_SNAPSHOT_FIELDS)))]
+    problems = []
+    for field, (types, required) in sorted(_SNAPSHOT_FIELDS[kind].items()):
+        if field not in snap:
+            if required:
+                problems.append("%s has no '%s'" % (where, field))
+            continue
+        if not isinstance(snap[field], types):
+            problems.append("%s: '%s' is %s" % (where, field, _json_type(snap[field])))
+    if kind == FILE and isinstance(snap.get("mode"), str) and not _is_octal_mode(snap["mode"]):
+        problems.append("%s: mode %r is not an octal file mode" % (where, snap["mode"]))
+    if kind == FILE and snap.get("exists") is True and not isinstance(snap.get("content"), str):
+        problems.append("%s: an existing file needs its 'content'" % where)
+    if "order" in snap and (isinstance(snap["order"], bool) or not isinstance(snap["order"], int)):
+        problems.append("%s: 'order' is %s, not an integer" % (where, _json_type(snap["order"])))
+    if kind == SERVICE and key != "service:" + str(snap.get("unit")):
+        problems.append("%s does not name its unit %r" % (where, snap.get("unit")))
+    if kind != SERVICE and not _is_inner_path(key):
+        problems.append("%s is not a relative path inside the root" % where)
+    return problems
+
+
+def _is_octal_mode(text: str) -> bool:
+    return 0 < len(text) <= 4 and all(c in "01234567" for c in text)
+
+
+def _is_inner_path(path: str) -> bool:
+    parts = path.split("/")
+    return bool(path) and not path.startswith("/") and ".." not in parts and "\x00" not in path
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+            dict: "an object"}.get(type(value), type(value).__name__)
 
 
 def save_journal(root: Root, journal: Dict[str, Any]) -> None:
@@ -186,38 +274,68 @@ def _missing_dirs(root: Root, rel_dir: str) -> List[str]:
 
 # --------------------------------------------------------------------------------------------- lock
 class NodeLock(object):
-    """flock on var/lib/nodetune/lock: serialises concurrent nodetune runs on one node."""
+    """flock on the root directory itself: serialises concurrent nodetune runs on one node.
+
+    The root directory always exists and is never removed, so the lock is never unlinked while held (a lock file
+    that revert deleted let a third run in beside the holder), creates nothing (no empty state dir after a
+    kill -9) and is the same inode whichever path or link names the root.
+    """
 
     def __init__(self, root: Root, timeout: float = 30.0) -> None:
         self.root = root
-        self.timeout = timeout
+        self.timeout = max(0.0, float(timeout))
         self.fd: Optional[int] = None
 
     def __enter__(self) -> "NodeLock":
-        path = self.root.real(LOCK)
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            self.fd = os.open(self.root.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         except OSError as exc:
-            raise classify_os_error(exc, LOCK, "creating the lock") from None
-        deadline = time.time() + self.timeout
+            raise classify_os_error(exc, "/", "opening the root to lock it") from None
+        deadline = time.monotonic() + self.timeout
         while True:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return self
             except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.time() >= deadline:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
                     os.close(self.fd)
                     self.fd = None
-                    raise LockedError("another nodetune run holds %s (waited %.0f s)"
-                                      % ("/" + LOCK, self.timeout)) from exc
-                time.sleep(0.1)
+                    raise LockedError("another nodetune run holds the lock on %s (waited %g s, lock_timeout)"
+                                      % (self.root.path, self.timeout)) from exc
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
     def __exit__(self, *exc: Any) -> None:
         if self.fd is not None:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
             self.fd = None
+
+
+# --------------------------------------------------------------------------------------------- leftovers
+TEMP_PREFIX = ".nodetune-"  # Root.write_file's temporary files: a kill -9 between create and rename leaves one
+
+
+def _sweep_temp_files(root: Root, dirs: List[str]) -> List[str]:
+    """Remove nodetune's own temporary files left in ``dirs`` by an interrupted run; returns what went."""
+    removed = []
+    for rel in sorted(set(dirs)):
+        if not root.isdir(rel):
+            continue
+        for name in root.listdir(rel):
+            path = rel + "/" + name if rel else name
+            if name.startswith(TEMP_PREFIX) and os.path.isfile(root.real(path)) \
+                    and not os.path.islink(os.path.join(root.real(rel), name)):
+                with contextlib.suppress(NodeFileError):
+                    if root.remove(path):
+                        removed.append(path)
+    return removed
+
+
+def _file_dirs(baseline: Dict[str, Dict[str, Any]], settings: Optional[List[Setting]] = None) -> List[str]:
+    """The directories nodetune writes whole files into (kernel attributes are written in place: no temp files)."""
+    keys = [key for key, snap in baseline.items() if snap.get("kind") == FILE]
+    keys += [s.path for s in settings or [] if s.kind in (FILE, LINE, ABSENT)]
+    return [os.path.dirname(key) for key in keys] + [STATE_DIR]
 
 
 # --------------------------------------------------------------------------------------------- writing
@@ -261,12 +379,17 @@ def normalize_raw(text: Optional[str]) -> Optional[str]:
 
 
 def apply(root: Root, settings: List[Setting], check_mode: bool = False, services: Any = None,
-          fault: Optional[Callable[[Setting], None]] = None) -> Dict[str, Any]:
+          fault: Optional[Callable[[Setting], None]] = None, lock_timeout: float = 30.0,
+          lock_held: bool = False) -> Dict[str, Any]:
     """Bring the node to ``settings``. Returns changed, actions, diff, reboot_required.
 
+    The node's lock is held from the re-read of the node and the journal to the last journal update.
+    ``lock_held``: the caller holds it already (the tune module takes it before discovery, so that the Settings
+    are computed from a node no other run is changing); a second flock would wait for the first.
     ``fault`` is a test hook called before each write (fault injection); production passes None.
     """
     actions = plan_actions(root, settings, services)
+    load_journal(root)  # a journal nodetune cannot trust is refused in check mode and on a tuned node too
     result = {
         "changed": bool(actions),
         "actions": [a.to_dict() for a in actions],
@@ -276,16 +399,17 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
     }
     if check_mode or not actions:
         return result
-    # The state dir is nodetune's: remember which of its parents the lock is about to create, so that
-    # revert can remove them and leave the tree as it found it.
-    state_dirs = [] if root.exists(JOURNAL) else _missing_dirs(root, STATE_DIR)
-    with NodeLock(root):
+    with contextlib.nullcontext() if lock_held else NodeLock(root, lock_timeout):
         # Re-plan under the lock: another run may have changed the node since.
         actions = plan_actions(root, settings, services)
         journal_before = root.read(JOURNAL, strip=False)
         journal = load_journal(root)
+        _sweep_temp_files(root, _file_dirs(journal["baseline"], settings))
         if journal.get("created") is None:
             journal["created"] = _now()
+            # The state dir is nodetune's even where an interrupted run left it behind (empty): revert removes it
+            # when empty, with the parents this run creates.
+            state_dirs = sorted(set(_missing_dirs(root, STATE_DIR)) | {STATE_DIR})
             journal["created_dirs"] = sorted(set(journal.get("created_dirs", [])) | set(state_dirs))
         baseline = journal["baseline"]
         before_run: Dict[str, Dict[str, Any]] = {}
@@ -300,6 +424,8 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
             if setting.kind in (FILE, LINE):
                 new_dirs.extend(d for d in _missing_dirs(root, os.path.dirname(setting.path)) if d not in new_dirs)
         journal["created_dirs"] = sorted(set(journal.get("created_dirs", [])) | set(new_dirs))
+        if not actions:
+            return _replanned(result, actions)
         save_journal(root, journal)  # the baseline is safe on disk before the first write
         done: List[Action] = []
         for action in actions:
@@ -327,10 +453,20 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
     return result
 
 
+def _replanned(result: Dict[str, Any], actions: List[Action]) -> Dict[str, Any]:
+    """The result when another run changed the node between the plan and the lock: what is left to do."""
+    result.update(changed=bool(actions), actions=[a.to_dict() for a in actions], diff=diff_text(actions),
+                  reboot_required=any(a.setting.reboot_required for a in actions))
+    return result
+
+
 def _rollback(root: Root, done: List[Action], before_run: Dict[str, Dict[str, Any]],
               services: Any) -> Tuple[List[str], List[str]]:
+    # In apply order, as revert does, not in reverse: dependencies point the same way going back. SMT siblings
+    # must be online before IRQ affinities naming them can be restored, and the scheduler must be switched back
+    # before nr_requests (switching resets it).
     rolled, problems = [], []
-    for action in reversed(done):
+    for action in done:
         key = _baseline_key(action.setting)
         try:
             _restore(root, key, before_run[key], services)
@@ -346,7 +482,6 @@ def _forget_run(root: Root, journal_before: Optional[str], journal: Dict[str, An
         root.write_file(JOURNAL, journal_before, mode=0o600)
         return
     root.remove(JOURNAL)
-    root.remove(LOCK)
     _remove_dirs(root, journal.get("created_dirs", []))
 
 
@@ -368,31 +503,60 @@ def unconfirmed(root: Root, settings: List[Setting], services: Any = None) -> Li
 
 
 # --------------------------------------------------------------------------------------------- revert
-def revert(root: Root, check_mode: bool = False, services: Any = None) -> Dict[str, Any]:
-    """Put back every baseline value, remove nodetune's files and directories, then the journal."""
-    journal = load_journal(root)
-    baseline = journal.get("baseline", {})
-    if not baseline and not root.exists(JOURNAL):
-        return {"changed": False, "restored": [], "msg": "no journal: nodetune never changed this node"}
-    # Same dependency order as apply: the scheduler goes back before nr_requests (switching resets it),
-    # SMT siblings come back before IRQ affinities are restored onto them.
-    entries = sorted(baseline.items(), key=lambda kv: (int(kv[1].get("order", 90)), kv[0]))
-    pending = [key for key, snap in entries if not _is_restored(root, key, snap, services)]
-    result: Dict[str, Any] = {"changed": True, "restored": pending, "journal": "/" + JOURNAL}
+def revert(root: Root, check_mode: bool = False, services: Any = None, lock_timeout: float = 30.0) -> Dict[str, Any]:
+    """Put back every baseline value, remove nodetune's files and directories, then the journal.
+
+    The journal is read under the node's lock (an apply running beside would otherwise extend a journal this
+    revert then deletes, losing the originals it had just recorded). A journal that does not validate is refused
+    and kept."""
     if check_mode:
-        return result
-    with NodeLock(root):
+        return _revert_plan(root, load_journal(root), services)
+    with NodeLock(root, lock_timeout):
+        journal = load_journal(root)
+        if not root.exists(JOURNAL):
+            return _clean_leftovers(root)
+        result = _revert_plan(root, journal, services)
         problems = []
-        for key, snap in entries:
+        for key, snap in _ordered(journal["baseline"]):
             try:
                 _restore(root, key, snap, services)
             except (NodeFileError, OSError) as exc:
                 problems.append("%s: %s" % (key, exc))
         if problems:
             raise ApplyError("revert could not restore: " + "; ".join(problems))
+        _sweep_temp_files(root, _file_dirs(journal["baseline"]))
         root.remove(JOURNAL)
-        root.remove(LOCK)
-    _remove_dirs(root, journal.get("created_dirs", []))
+        root.remove(LEGACY_LOCK)
+        _remove_dirs(root, journal.get("created_dirs", []))
+    return result
+
+
+def _ordered(baseline: Dict[str, Dict[str, Any]]) -> List[Tuple[str, Dict[str, Any]]]:
+    # Same dependency order as apply: the scheduler goes back before nr_requests (switching resets it),
+    # SMT siblings come back before IRQ affinities are restored onto them.
+    return sorted(baseline.items(), key=lambda kv: (int(kv[1].get("order", 90)), kv[0]))
+
+
+def _revert_plan(root: Root, journal: Dict[str, Any], services: Any) -> Dict[str, Any]:
+    if not journal["baseline"] and not root.exists(JOURNAL):
+        return {"changed": False, "restored": [], "msg": "no journal: nodetune never changed this node"}
+    pending = [key for key, snap in _ordered(journal["baseline"]) if not _is_restored(root, key, snap, services)]
+    return {"changed": True, "restored": pending, "journal": "/" + JOURNAL}
+
+
+def _clean_leftovers(root: Root) -> Dict[str, Any]:
+    """No journal: remove what an interrupted first run can leave (a temporary file, an empty state dir)."""
+    removed = _sweep_temp_files(root, [STATE_DIR])
+    if root.remove(LEGACY_LOCK):
+        removed.append(LEGACY_LOCK)
+    if root.isdir(STATE_DIR) and not root.listdir(STATE_DIR):
+        _remove_dirs(root, [STATE_DIR])
+        removed.append(STATE_DIR + "/")
+    result: Dict[str, Any] = {"changed": bool(removed), "restored": [],
+                              "msg": "no journal: nodetune never changed this node"}
+    if removed:
+        result["removed"] = ["/" + path for path in removed]
+        result["msg"] += "; removed what an interrupted run left: " + ", ".join(result["removed"])
     return result
 
 
@@ -407,5 +571,5 @@ def _is_restored(root: Root, key: str, snap: Dict[str, Any], services: Any) -> b
     return not root.exists(key)
 
 
-__all__ = ["Action", "ApplyError", "LockedError", "apply", "plan_actions", "revert", "diff_text",
-           "load_journal", "unconfirmed", "normalize"]
+__all__ = ["Action", "ApplyError", "JournalError", "LockedError", "NodeLock", "apply", "plan_actions", "revert",
+           "diff_text", "load_journal", "journal_problems", "unconfirmed", "normalize"]

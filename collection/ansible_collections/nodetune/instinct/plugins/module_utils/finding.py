@@ -45,6 +45,9 @@ class Finding(object):
         return dict((name, getattr(self, name)) for name in self.__slots__)
 
 
+WAIVER_KEYS = ("id", "target", "reason", "expires")
+
+
 class WaiverError(ValueError):
     """The waivers file is malformed; the message names the entry and the field."""
 
@@ -55,14 +58,23 @@ def validate_waivers(waivers: Any) -> List[Dict[str, Any]]:
         return []
     if not isinstance(waivers, list):
         raise WaiverError("waivers must be a list of {id, target, reason, expires}, got %s" % type(waivers).__name__)
+    from ansible_collections.nodetune.instinct.plugins.module_utils import check_ids  # imports bios, which imports us
+
     out = []
     for index, entry in enumerate(waivers):
         where = "waiver #%d" % (index + 1)
         if not isinstance(entry, dict):
             raise WaiverError("%s is not a mapping" % where)
+        unknown = sorted(str(key) for key in entry if key not in WAIVER_KEYS)
+        if unknown:
+            # a misspelt 'target' would waive every target, a misspelt 'expires' would be reported as missing
+            raise WaiverError("%s has unknown key%s %s (valid keys: %s)" % (
+                where, "s" if len(unknown) > 1 else "", ", ".join(repr(k) for k in unknown), ", ".join(WAIVER_KEYS)))
         for field in ("id", "reason", "expires"):
             if not entry.get(field):
                 raise WaiverError("%s has no %s (every waiver needs id, reason and expires)" % (where, field))
+        if not isinstance(entry["id"], str) or not check_ids.is_known(entry["id"]):
+            raise WaiverError("%s: %s" % (where, check_ids.unknown_message(str(entry["id"]))))
         expires = entry["expires"]
         if isinstance(expires, datetime.date):
             expires = expires.isoformat()

@@ -24,7 +24,9 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, 
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
+    ascii_int,
     format_cpulist,
+    is_digits,
     parse_cpulist,
 )
 
@@ -94,7 +96,7 @@ def _count(setting: str, value: Any, minimum: int, allow_none: bool = False, ext
     number = None  # type: Optional[int]
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif isinstance(value, str) and value.strip().isdigit():
+    elif isinstance(value, str) and is_digits(value.strip()):
         number = int(value.strip())
     if number is None or number < minimum:
         valid = "an integer >= %d" % minimum
@@ -217,8 +219,8 @@ def _as_int(value: Any) -> Optional[int]:
     if isinstance(value, int):
         return value
     try:
-        return int(str(value).strip())
-    except ValueError:
+        return ascii_int(str(value))
+    except ParseError:
         return None
 
 

@@ -10,6 +10,8 @@ that apply and verify compute the desired state with the very same code from the
 
 from __future__ import annotations
 
+import contextlib
+import json
 from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import layout as layout_mod
@@ -37,9 +39,24 @@ class NodeState(object):
         return self.context.services
 
 
+def policy_mapping(policy: Any) -> Dict[str, Any]:
+    """``nodetune_layout_policy`` as a mapping. A JSON object given as text is read as one; a ``key=value`` string
+    is refused: Ansible's dict coercion would turn ``housekeeping=1`` into a policy nobody wrote as a mapping."""
+    if policy is None or policy == "":
+        return {}
+    if isinstance(policy, str) and policy.lstrip().startswith("{"):
+        with contextlib.suppress(ValueError):
+            policy = json.loads(policy)
+    if not isinstance(policy, dict):
+        raise SettingError(["nodetune_layout_policy=%r is not valid: expected a mapping such as {housekeeping: 1, "
+                            "ranks: per_gcd} (valid settings: %s), not %s"
+                            % (policy, ", ".join(layout_mod.POLICY_SETTINGS), type(policy).__name__)])
+    return policy
+
+
 def layout_policy(areas: Dict[str, Any], policy: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """The planner policy, with the SMT and irqbalance choices taken from the area variables (one source)."""
-    merged = dict(policy or {})
+    merged = dict(policy_mapping(policy))
     smt = (areas.get("smt") or {})
     if smt.get("nodetune_smt_enabled", True) is not False and smt.get("nodetune_smt_policy"):
         merged["smt"] = smt["nodetune_smt_policy"]
@@ -54,6 +71,7 @@ def load(root_path: str, areas: Dict[str, Any], policy: Optional[Dict[str, Any]]
          run_command: Optional[Callable] = None, persist: bool = True) -> NodeState:
     """Discover, plan and build the desired Settings; raises SettingError/PolicyError on bad input."""
     root = Root(root_path)
+    root.check_node()
     topology = discover(root)
     try:
         layout = layout_mod.plan(topology, layout_policy(areas or {}, policy))

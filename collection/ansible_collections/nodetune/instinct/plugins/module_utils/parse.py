@@ -9,8 +9,10 @@ as "cpulist '0-3,x' is not valid: ..." rather than as a ValueError from deep ins
 
 No regular expressions: importing ``re`` (with ``enum`` and ``functools``) and compiling the patterns cost ~6 ms of
 every ``nodetune discover`` start, as much as discovering a small node. The matchers below use the str methods
-whose character classes are re's own for str patterns (``isdecimal`` is ``\\d``, ``isspace`` is ``\\s``);
-tests/unit/test_parse_matchers.py checks them against the regular expressions they replace.
+whose character classes are re's own for str patterns (``isspace`` is ``\\s``), except digits: numbers are ASCII
+digits only (``[0-9]``, re.ASCII's ``\\d``), because ``int()`` and ``\\d`` also take Arabic-Indic or full-width
+digits (``'٣'`` would be CPU 3) and ``int()`` takes underscores (``'4_092'``). tests/unit/test_parse_matchers.py
+checks them against the regular expressions they replace.
 """
 
 from __future__ import annotations
@@ -25,6 +27,29 @@ class ParseError(ValueError):
 
 
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_DIGITS = frozenset("0123456789")
+
+
+def is_digits(text: str) -> bool:
+    """``text`` is ASCII decimal digits only, at least one (``[0-9]+``; not ``str.isdecimal``, which takes any
+    script's digits)."""
+    return bool(text) and _DIGITS.issuperset(text)
+
+
+def ascii_int(value: object, what: str = "value") -> int:
+    """An integer from an int or from ASCII digits with an optional leading '-' and surrounding ASCII blanks.
+
+    Refuses what ``int()`` would take but no kernel file or config ever holds: other scripts' digits, underscores
+    (``'4_092'``), '+' signs, floats and booleans."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ParseError("%s %r is not valid: expected an integer" % (what, value))
+    if isinstance(value, int):
+        return value
+    text = value.strip(" \t\n")
+    digits = text[1:] if text.startswith("-") else text
+    if not is_digits(digits):
+        raise ParseError("%s %r is not valid: expected an integer written with the digits 0-9" % (what, value))
+    return int(text)
 _DECIMAL_POINT_DIGITS = frozenset("0123456789.")
 
 
@@ -38,7 +63,7 @@ def number_after(text: str, prefix: str) -> Optional[int]:
     if not text.startswith(prefix):
         return None
     digits = _end_anchored(text[len(prefix):])
-    return int(digits) if digits.isdecimal() else None
+    return int(digits) if is_digits(digits) else None
 
 
 def split_number_pair(text: str, prefix: str, middle: str) -> Optional[Tuple[str, str]]:
@@ -46,7 +71,7 @@ def split_number_pair(text: str, prefix: str, middle: str) -> Optional[Tuple[str
     if not text.startswith(prefix):
         return None
     first, sep, second = _end_anchored(text[len(prefix):]).partition(middle)
-    if sep and first.isdecimal() and second.isdecimal():
+    if sep and is_digits(first) and is_digits(second):
         return first, second
     return None
 
@@ -59,7 +84,7 @@ def is_hex(text: str) -> bool:
 def leading_decimal(text: str) -> str:
     """The decimal digits ``text`` starts with (``\\d*`` at its start)."""
     end = 0
-    while end < len(text) and text[end].isdecimal():
+    while end < len(text) and text[end] in _DIGITS:
         end += 1
     return text[:end]
 
@@ -79,17 +104,17 @@ def _cpulist_item(item: str) -> Optional[Tuple[str, Optional[str], Optional[str]
     """(start, end, used, group) digit strings of ``a``, ``a-b`` or ``a-b:used/group``
     (``^(\\d+)(?:-(\\d+)(?::(\\d+)/(\\d+))?)?$``), else None."""
     head, dash, tail = _end_anchored(item).partition("-")
-    if not head.isdecimal():
+    if not is_digits(head):
         return None
     if not dash:
         return head, None, None, None
     end, colon, stride = tail.partition(":")
-    if not end.isdecimal():
+    if not is_digits(end):
         return None
     if not colon:
         return head, end, None, None
     used, slash, group = stride.partition("/")
-    if slash and used.isdecimal() and group.isdecimal():
+    if slash and is_digits(used) and is_digits(group):
         return head, end, used, group
     return None
 
@@ -242,9 +267,11 @@ def parse_int(text: Optional[str], default: Optional[int] = None) -> Optional[in
     if text is None:
         return default
     text = text.strip()
+    if text.lower().startswith("0x"):
+        return int(text, 16) if is_hex(text[2:]) else default
     try:
-        return int(text, 16) if text.lower().startswith("0x") else int(text)
-    except ValueError:
+        return ascii_int(text)
+    except ParseError:
         return default
 
 

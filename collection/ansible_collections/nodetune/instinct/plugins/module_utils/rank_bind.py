@@ -97,6 +97,11 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _is_digits(text: str) -> bool:
+    """ASCII 0-9 only: str.isdigit() also takes other scripts' digits ('\u0663' is not rank 3)."""
+    return bool(text) and all("0" <= c <= "9" for c in text)
+
+
 # ------------------------------------------------------------------------------------------------ planning
 def local_rank(environ: Dict[str, str], explicit: Optional[int] = None) -> Tuple[int, str]:
     """(rank, where it came from)."""
@@ -106,7 +111,7 @@ def local_rank(environ: Dict[str, str], explicit: Optional[int] = None) -> Tuple
         value = environ.get(name)
         if value is None or value == "":
             continue
-        if not value.isdigit():
+        if not _is_digits(value):
             raise BindError("%s=%r is not a local rank (expected 0, 1, 2, ...)" % (name, value))
         return int(value), name
     raise BindError("no local rank: none of %s is set; start it through torchrun (--no-python nodetune-bind -- ...), "
@@ -201,7 +206,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _rank_arg(text: str) -> int:
-    if not text.isdigit():
+    if not _is_digits(text):
         raise argparse.ArgumentTypeError("%r is not a local rank (expected 0, 1, 2, ...)" % text)
     return int(text)
 

@@ -25,6 +25,13 @@ if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never im
     from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 _MAX_SYMLINKS = 40
+CPU_DIR = "sys/devices/system/cpu"
+
+
+def number_suffix(name: str, prefix: str) -> Optional[int]:
+    """``n`` where ``name`` is ``prefix`` then ASCII digits (``cpu12`` -> 12), else None."""
+    digits = name[len(prefix):] if name.startswith(prefix) else ""
+    return int(digits) if digits and all("0" <= c <= "9" for c in digits) else None
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
 
@@ -118,6 +125,11 @@ class Root(object):
         real = os.path.realpath(path)
         if not os.path.isdir(real):
             raise RootError("nodetune_root %r does not exist or is not a directory" % (path,), path)
+        if real == "/" and os.path.abspath(path).strip("/"):
+            # A link (or a chain of them) that leads to the machine's own /: tuning it must be asked for by name.
+            raise RootError("nodetune_root %r resolves to '/', this machine itself; refusing a path that only "
+                            "leads there through a symbolic link (give '/' itself to target this machine)"
+                            % (path,), path)
         self.path = real
         self.is_host = real == "/"
         # A simulated node (simnode.py) answers writes like a kernel would (simkernel.py).
@@ -131,6 +143,16 @@ class Root(object):
 
     def __repr__(self) -> str:
         return "Root(%r)" % self.path
+
+    def check_node(self) -> None:
+        """Refuse a root that is not a node's file system: no ``sys/devices/system/cpu/cpuN`` at all (an empty
+        folder, one holding only an empty ``sys/``). Discovery would report everything absent and an apply would
+        write ``etc/`` and ``var/lib/nodetune`` into whatever directory was named."""
+        if any(number_suffix(name, "cpu") is not None for name in self.listdir(CPU_DIR)):
+            return
+        raise RootError("nodetune_root %r does not look like a node's root: it has no %s/cpuN directories (a real "
+                        "node and a simulated one always do); refusing to discover, tune or verify it"
+                        % (self.path, "/" + CPU_DIR), self.path)
 
     # ---------------------------------------------------------------- path resolution
     @staticmethod

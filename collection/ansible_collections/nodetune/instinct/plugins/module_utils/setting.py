@@ -18,6 +18,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
+    ascii_int,
     parse_choice,
     parse_cpulist,
 )
@@ -161,8 +162,8 @@ def normalize(setting: Setting, text: Optional[str]) -> Optional[str]:
             return text.strip()
     if setting.compare == INT:
         try:
-            return str(int(text.strip()))
-        except ValueError:
+            return str(ascii_int(text.strip()))
+        except ParseError:
             return text.strip()
     if setting.compare == WORDS:
         return " ".join(text.split())

@@ -17,6 +17,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
     OK,
     Finding,
 )
+from ansible_collections.nodetune.instinct.plugins.module_utils import sysctl_boot
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     FILE,
@@ -113,9 +114,23 @@ def applicability_findings(areas: Dict[str, Any], settings: List[Setting], notes
     return findings
 
 
+def sysctl_boot_findings(root: Any, settings: List[Setting]) -> List[Finding]:
+    """Each persisted sysctl's value at the next boot: drift where a later sysctl.d file (or /etc/sysctl.conf
+    through 99-sysctl.conf) sets it otherwise, naming that file."""
+    findings = []
+    for entry in sysctl_boot.boot_checks(root, settings):
+        bad = entry["shadowed"]
+        findings.append(Finding(
+            sysctl_boot.CHECK_ID, entry["key"], entry["value"],
+            "%s (from %s%s)" % (entry["boot_value"], entry["file"], entry["via"]), DRIFT if bad else OK,
+            severity="medium", source="setting", remedy=sysctl_boot.message(entry) if bad else ""))
+    return findings
+
+
 def verify_settings(state: Any, areas: Dict[str, Any]) -> List[Finding]:
     """All setting, layout and applicability findings of a loaded NodeState (node.load)."""
     findings = setting_findings(state.root, state.settings, state.services)
+    findings += sysctl_boot_findings(state.root, state.settings)
     pinned = [s.target for s in state.settings if s.id == "irq.nic_local"]
     findings += layout_findings(state.topology, state.layout, areas, pinned)
     findings += applicability_findings(areas, state.settings, state.context.notes)

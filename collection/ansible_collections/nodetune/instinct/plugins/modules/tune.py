@@ -20,7 +20,9 @@ description:
     (C(var/lib/nodetune/journal.json), mode 0600). The first value ever seen is the baseline that I(state=reverted)
     restores. If a write fails, the changes of this run are restored before the module fails.
   - In check mode it returns the planned actions and the diff and writes nothing (not even the journal or lock).
-  - A lock (C(var/lib/nodetune/lock)) serializes concurrent runs on one node.
+  - A lock (C(flock) on the root directory itself, held from the read of the node and the journal to the last
+    journal update) serializes concurrent runs on one node; O(lock_timeout) bounds the wait.
+  - A journal that does not have the shape nodetune writes is refused with the reason and kept as it is.
 version_added: "0.1.0"
 author:
   - nodetune contributors (@nodetune)
@@ -42,7 +44,8 @@ options:
       - >-
         Layout planner policy (see docs/layout.md), for example C({housekeeping: 1}). The SMT and irqbalance choices
         come from the smt and irq_affinity areas.
-    type: dict
+      - A mapping (or a JSON object as text); a C(key=value) string such as C(housekeeping=1) is refused.
+    type: raw
     default: {}
   state:
     description:
@@ -56,7 +59,7 @@ options:
     type: bool
     default: false
   lock_timeout:
-    description: Seconds to wait for another nodetune run on the same node to finish.
+    description: Seconds to wait for another nodetune run on the same node to finish (V(0) tries once).
     type: int
     default: 30
   bios:
@@ -208,6 +211,8 @@ journal:
   returned: always
 """
 
+from contextlib import nullcontext
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import audit as audit_mod
@@ -263,7 +268,7 @@ def main():
         argument_spec=dict(
             root=dict(type="path", default="/"),
             areas=dict(type="dict", default={}),
-            policy=dict(type="dict", default={}),
+            policy=dict(type="raw", default={}),
             state=dict(type="str", choices=["present", "reverted"], default="present"),
             return_layout=dict(type="bool", default=False),
             lock_timeout=dict(type="int", default=30),
@@ -288,16 +293,22 @@ def main():
     try:
         if params["state"] == "reverted":
             root = Root(params["root"])
+            root.check_node()
             result = engine.revert(root, check_mode=module.check_mode,
-                                   services=services_mod.for_root(root, run_command))
+                                   services=services_mod.for_root(root, run_command),
+                                   lock_timeout=params["lock_timeout"])
             module.exit_json(**result)
         audit_options = params["verify"]
         waivers = None
         if audit_options is not None:  # refused here, before any write, like every other input
             waivers = audit_mod.prepare(audit_scope(params)[1], audit_options["health"], audit_options["waivers"])
-        state = load(params["root"], params["areas"], params["policy"], run_command)
-        bios_drift = check_bios(module, state, params["bios"])
-        result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services)
+        # The lock is held from discovery on: Settings computed from a node that a concurrent revert is changing
+        # would tune it to a half-reverted picture. Check mode writes nothing and takes no lock.
+        with nullcontext() if module.check_mode else engine.NodeLock(Root(params["root"]), params["lock_timeout"]):
+            state = load(params["root"], params["areas"], params["policy"], run_command)
+            bios_drift = check_bios(module, state, params["bios"])
+            result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services,
+                                  lock_held=not module.check_mode)
         if audit_options is not None:
             try:
                 result["verify"] = audit_after_apply(module, params, state, result, waivers, run_command)
@@ -312,6 +323,8 @@ def main():
         module.fail_json(msg="nodetune refused the BIOS-level or health check variables, nothing was written: "
                          + "; ".join(exc.errors),
                          errors=exc.errors)
+    except engine.JournalError as exc:
+        module.fail_json(msg="nodetune refused the node's journal: " + "; ".join(exc.errors), errors=exc.errors)
     except SettingError as exc:
         module.fail_json(msg="nodetune refused the settings, nothing was written: " + "; ".join(exc.errors),
                          errors=exc.errors)

@@ -42,7 +42,7 @@ options:
     default: {}
   policy:
     description: Layout planner policy, as for M(nodetune.instinct.tune).
-    type: dict
+    type: raw
     default: {}
   bios:
     description:
@@ -208,7 +208,7 @@ def main():
         argument_spec=dict(
             root=dict(type="path", default="/"),
             areas=dict(type="dict", default={}),
-            policy=dict(type="dict", default={}),
+            policy=dict(type="raw", default={}),
             bios=dict(type="dict", default={}),
             health=dict(type="dict", default={}),
             waivers=dict(type="list", elements="dict", default=[]),

@@ -1,0 +1,590 @@
+"""The safety catalogue: bad inputs refused before any write, corrupted journals refused and kept, faults injected
+and restored, kill -9 survived, concurrent apply/revert pairs with every original kept.
+
+Everything runs on ONE small simulated MI300X node (building one costs seconds), tuned with the lab inventory's
+variables as a playbook would. Every test leaves the node as it found it and checks that it did, so the tests share
+the tree; the figures of each family are recorded (``record_property``, and ``record_testsuite_property`` in
+JUnit XML) and the last test prints the catalogue and checks that every family ran in full.
+
+"As it found it" compares every file, link and directory byte for byte, except the hex masks
+``proc/irq/N/smp_affinity`` and ``effective_affinity``, which are compared as the CPU sets they encode: the
+simulator renders them at the wrong width after a write (issue 16 item 14, its own fix), and nodetune restores
+their ``*_list`` forms, which are compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.nodetune.instinct.plugins.module_utils import audit, engine, node, simnode, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils.bios import BiosConfigError
+from ansible_collections.nodetune.instinct.plugins.module_utils.finding import WaiverError
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpumask
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import InvalidValueError, NodeFileError, Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.services import SimServices
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting, SettingError
+
+from tests.unit.test_verify_module import AREAS, SPEC
+
+FIGURES: dict[str, int] = collections.Counter()
+# the size of each family when the whole file runs (the summary checks that each ran in full)
+EXPECTED: dict[str, int] = {}
+
+SMALL = json.loads(json.dumps(SPEC))
+SMALL["name"] = "safety"
+SMALL["cpu"].update(sockets=1, cores_per_socket=4, cores_per_l3=4)
+SMALL["gpus"] = SMALL["gpus"][:1]
+SMALL["nics"] = SMALL["nics"][:1]
+
+FOREIGN = {  # files a node has that nodetune does not own
+    "etc/shadow": "root:*:19000:0:99999:7:::\n",
+    "etc/profile": "# site profile\n",
+    "etc/hostname": "safety\n",
+    "usr/bin/python3": "#!binary\n",
+}
+MASKS = ("smp_affinity", "effective_affinity")
+
+
+# ------------------------------------------------------------------------------------------------ the node
+def entry_state(path: Path, rel: str) -> str:
+    """One entry: link target, 'dir', or mode and content hash (masks as the CPU sets they encode)."""
+    full = path / rel
+    if full.is_symlink():
+        return "link:" + os.readlink(full)
+    if full.is_dir():
+        return "dir"
+    if rel.startswith("proc/irq/") and full.name in MASKS:
+        return f"cpus:{parse_cpumask(full.read_text())}"
+    return f"{full.stat().st_mode & 0o7777:o}:{hashlib.sha256(full.read_bytes()).hexdigest()}"
+
+
+def stat_of(path: Path) -> dict[str, tuple]:
+    """A cheap fingerprint (inode, mode, size, mtime of every entry): any write, create or rename changes it."""
+    out = {}
+    prefix = len(str(path)) + 1
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            out[full[prefix:]] = (st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def state_of(path: Path) -> dict[str, str]:
+    return {rel: entry_state(path, rel) for rel in stat_of(path)}
+
+
+def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+
+
+class Reference:
+    """A node state known byte for byte, and the fingerprint it had: comparing a tree with it hashes only the
+    entries whose fingerprint changed (a full hash of the tree per check would dominate the run time)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.stats = stat_of(path)
+        self.state = {rel: entry_state(path, rel) for rel in self.stats}
+
+    def differences(self) -> list[str]:
+        now = stat_of(self.path)
+        touched = [rel for rel in set(now) | set(self.stats) if now.get(rel) != self.stats.get(rel)]
+        current = {rel: entry_state(self.path, rel) for rel in touched if rel in now}
+        expected = {rel: self.state[rel] for rel in touched if rel in self.state}
+        found = differences(expected, current)
+        if not found:
+            self.stats = now  # same content, new fingerprint: the next check starts from here
+        return found
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    dest = tmp_path_factory.mktemp("safety") / "node"
+    simnode.build(SMALL, str(dest))
+    for rel, text in FOREIGN.items():
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_text(text)
+    (dest / "etc/nodetune-link.env").symlink_to("/etc/shadow")
+    state = node.load(str(dest), AREAS, {})
+    assert state.settings and not state.context.errors
+    return {"path": dest, "pristine": Reference(dest), "settings": state.settings}
+
+
+@pytest.fixture
+def pristine(lab: dict[str, Any]) -> Path:
+    """The lab node, checked to be exactly as built after the test."""
+    yield lab["path"]
+    assert lab["pristine"].differences() == []
+
+
+def tune(path: Path, areas: Any = None, policy: Any = None, waivers: Any = None, check_mode: bool = False,
+         lock_timeout: float = 30.0, **kwargs: Any) -> dict[str, Any]:
+    """What the tune module does: validate the waivers; then, holding the node's lock (not in check mode),
+    discover, plan, validate and apply."""
+    prepared = audit.prepare({}, {}, waivers) if waivers is not None else []
+    assert prepared is not None
+    with contextlib.nullcontext() if check_mode else engine.NodeLock(Root(str(path)), lock_timeout):
+        state = node.load(str(path), AREAS if areas is None else areas, policy or {})
+        return engine.apply(state.root, state.settings, services=state.services, check_mode=check_mode,
+                            lock_held=not check_mode, **kwargs)
+
+
+def revert(path: Path, **kwargs: Any) -> dict[str, Any]:
+    root = Root(str(path))
+    return engine.revert(root, services=SimServices(root), **kwargs)
+
+
+def with_area(area: str, **variables: Any) -> dict[str, Any]:
+    areas = json.loads(json.dumps(AREAS))
+    areas[area].update(variables)
+    return areas
+
+
+# ------------------------------------------------------------------------------------------------ bad inputs
+ROCM = {"nodetune_rocm_env": {"NCCL_DEBUG": "WARN"}}
+BAD_INPUTS = [
+    # numbers: ASCII digits only (item 10)
+    ("dirty_ratio Arabic-Indic digits", {"areas": with_area("sysctl", nodetune_vm_dirty_ratio="٤٠")}),
+    ("dirty_ratio full-width digits", {"areas": with_area("sysctl", nodetune_vm_dirty_ratio="４０")}),
+    ("dirty_ratio underscore", {"areas": with_area("sysctl", nodetune_vm_dirty_ratio="4_0")}),
+    ("dirty_ratio plus sign", {"areas": with_area("sysctl", nodetune_vm_dirty_ratio="+40")}),
+    ("dirty_ratio float", {"areas": with_area("sysctl", nodetune_vm_dirty_ratio="40.5")}),
+    ("dirty_ratio bool", {"areas": with_area("sysctl", nodetune_vm_dirty_ratio=True)}),
+    ("dirty_ratio 0", {"areas": with_area("sysctl", nodetune_vm_dirty_ratio=0)}),
+    ("dirty_ratio 101", {"areas": with_area("sysctl", nodetune_vm_dirty_ratio=101)}),
+    ("dirty_ratio word", {"areas": with_area("sysctl", nodetune_vm_dirty_ratio="forty")}),
+    ("background >= ratio", {"areas": with_area("sysctl", nodetune_vm_dirty_background_ratio=30)}),
+    ("numa_balancing Devanagari 1", {"areas": with_area("sysctl", nodetune_kernel_numa_balancing="१")}),
+    ("sysctl_extra as a string", {"areas": with_area("sysctl", nodetune_sysctl_extra="vm.swappiness=10")}),
+    ("sysctl_extra bad key", {"areas": with_area("sysctl", nodetune_sysctl_extra={"Vm Swap": 1})}),
+    ("sysctl_extra two lines", {"areas": with_area("sysctl", nodetune_sysctl_extra={"vm.swappiness": "1\n2"})}),
+    ("sysctl_extra missing sysctl", {"areas": with_area("sysctl", nodetune_sysctl_extra={"vm.nosuch": 1})}),
+    ("sysctl_extra list value", {"areas": with_area("sysctl", nodetune_sysctl_extra={"vm.swappiness": [1]})}),
+    ("sysctl typo", {"areas": with_area("sysctl", nodetune_vm_dirty_ratioo=20)}),
+    ("ipoib mtu Arabic-Indic", {"areas": with_area("infiniband", nodetune_ipoib_mtu="٤٠٩٢")}),
+    ("ipoib mtu underscore", {"areas": with_area("infiniband", nodetune_ipoib_mtu="4_092")}),
+    ("ipoib mtu 4096 datagram", {"areas": with_area("infiniband", nodetune_ipoib_mtu=4096)}),
+    ("ipoib mtu too small", {"areas": with_area("infiniband", nodetune_ipoib_mtu=1000)}),
+    ("ipoib mtu word", {"areas": with_area("infiniband", nodetune_ipoib_mtu="max2")}),
+    ("ipoib mtu bool", {"areas": with_area("infiniband", nodetune_ipoib_mtu=True)}),
+    ("nr_requests Arabic-Indic", {"areas": with_area("nvme", nodetune_nvme_nr_requests="٢٥٦")}),
+    ("nr_requests underscore", {"areas": with_area("nvme", nodetune_nvme_nr_requests="2_56")}),
+    ("nr_requests too small", {"areas": with_area("nvme", nodetune_nvme_nr_requests=2)}),
+    ("nr_requests word", {"areas": with_area("nvme", nodetune_nvme_nr_requests="lots")}),
+    # choices (item 11)
+    ("os_family Windows", {"areas": with_area("irq_affinity", nodetune_os_family="Windows")}),
+    ("os_family lower case", {"areas": with_area("irq_affinity", nodetune_os_family="debian")}),
+    ("os_family number", {"areas": with_area("irq_affinity", nodetune_os_family=7)}),
+    ("irqbalance mode", {"areas": with_area("irq_affinity", nodetune_irqbalance_mode="off")}),
+    ("smt policy", {"areas": with_area("smt", nodetune_smt_policy="sometimes")}),
+    ("rocm wrong name", {"areas": with_area("rocm_env", nodetune_rocm_env={"RCCL_ALGO": "Ring"})}),
+    ("rocm bad name", {"areas": with_area("rocm_env", nodetune_rocm_env={"bad-name": "1"})}),
+    ("rocm policy", {"areas": with_area("rocm_env", nodetune_rocm_env_policy="ignore")}),
+    # path variables (item 3)
+    ("env_file /etc/shadow", {"areas": with_area("rocm_env", nodetune_rocm_env_file="/etc/shadow", **ROCM)}),
+    ("env_file /etc", {"areas": with_area("rocm_env", nodetune_rocm_env_file="/etc", **ROCM)}),
+    ("env_file link to shadow", {"areas": with_area("rocm_env", nodetune_rocm_env_file="/etc/nodetune-link.env",
+                                                    **ROCM)}),
+    ("env_file outside folders", {"areas": with_area("rocm_env", nodetune_rocm_env_file="/srv/x/rocm.env", **ROCM)}),
+    ("env_file relative", {"areas": with_area("rocm_env", nodetune_rocm_env_file="etc/rocm.env", **ROCM)}),
+    ("env_file dotdot", {"areas": with_area("rocm_env", nodetune_rocm_env_file="/etc/nodetune/../shadow", **ROCM)}),
+    ("bind_file python3", {"areas": with_area("rocm_env", nodetune_rocm_bind_file="/usr/bin/python3")}),
+    ("bind_file a folder", {"areas": with_area("rocm_env", nodetune_rocm_bind_file="/usr/local/bin")}),
+    ("ranks_file /etc/hostname", {"areas": with_area("rocm_env", nodetune_rocm_ranks_file="/etc/hostname")}),
+    ("profile_file /etc/profile", {"areas": with_area("rocm_env", nodetune_rocm_profile_file="/etc/profile",
+                                                      **ROCM)}),
+    ("rccl_conf in /usr/bin", {"areas": with_area("rocm_env", nodetune_rocm_rccl_conf_file="/usr/bin/rccl.conf",
+                                                  **ROCM)}),
+    # the layout policy (item 11)
+    ("policy key=value string", {"policy": "housekeeping=1"}),
+    ("policy yaml-ish string", {"policy": "housekeeping: 1"}),
+    ("policy list", {"policy": ["housekeeping"]}),
+    ("policy number", {"policy": 5}),
+    ("policy broken JSON", {"policy": "{housekeeping"}),
+    ("policy Arabic-Indic CPU", {"policy": {"housekeeping": "٣"}}),
+    ("policy bad cpulist", {"policy": {"housekeeping": "0-3,x"}}),
+    ("policy unknown key", {"policy": {"housekeping": 1}}),
+    # waivers (item 11)
+    ("waiver unknown key", {"waivers": [{"id": "nvme.scheduler", "reason": "r", "expires": "2099-01-01",
+                                         "targte": "nvme0n1"}]}),
+    ("waiver unknown id", {"waivers": [{"id": "nvme.schedular", "reason": "r", "expires": "2099-01-01"}]}),
+    ("waiver id of no check", {"waivers": [{"id": "gpu.clock", "reason": "r", "expires": "2099-01-01"}]}),
+    ("waiver id not a string", {"waivers": [{"id": 5, "reason": "r", "expires": "2099-01-01"}]}),
+    ("waiver no reason", {"waivers": [{"id": "bios.iommu", "expires": "2099-01-01"}]}),
+    ("waiver bad date", {"waivers": [{"id": "bios.iommu", "reason": "r", "expires": "soon"}]}),
+    ("waivers not a list", {"waivers": {"id": "bios.iommu"}}),
+]
+REFUSALS = (SettingError, WaiverError, BiosConfigError, NodeFileError)
+
+
+@pytest.mark.parametrize("case", [c[1] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_is_refused_before_any_write(pristine: Path, case: dict[str, Any],
+                                               record_property: Callable[[str, Any], None]) -> None:
+    before = stat_of(pristine)
+    with pytest.raises(REFUSALS) as info:
+        tune(pristine, case.get("areas"), case.get("policy"), case.get("waivers"))
+    message = str(info.value)
+    assert "Traceback" not in message and len(message) > 20
+    assert differences(before, stat_of(pristine)) == []
+    FIGURES["bad inputs refused before any write"] += 1
+    record_property("refused", message[:300])
+
+
+EXPECTED["bad inputs refused before any write"] = len(BAD_INPUTS)
+
+
+@pytest.mark.parametrize("make", ["link_to_slash", "empty_sys", "empty_cpu_dir", "a_file", "missing"])
+def test_a_root_that_is_no_node_is_refused(tmp_path: Path, make: str) -> None:
+    target = tmp_path / "root"
+    if make == "link_to_slash":
+        target.symlink_to("/")
+    elif make == "empty_sys":
+        (target / "sys").mkdir(parents=True)
+    elif make == "empty_cpu_dir":
+        (target / "sys/devices/system/cpu").mkdir(parents=True)
+    elif make == "a_file":
+        target.write_text("x")
+    before = stat_of(tmp_path)
+    with pytest.raises(NodeFileError) as info:
+        tune(target)
+    assert "nodetune_root" in str(info.value)
+    if make == "link_to_slash":
+        assert "resolves to '/'" in str(info.value)
+    elif make.startswith("empty"):
+        assert "does not look like a node's root" in str(info.value)
+        with pytest.raises(NodeFileError):
+            engine_revert_like_the_module(target)
+    assert differences(before, stat_of(tmp_path)) == []
+    FIGURES["roots refused (link to /, empty sys/, ...)"] += 1
+
+
+EXPECTED["roots refused (link to /, empty sys/, ...)"] = 5
+
+
+def engine_revert_like_the_module(path: Path) -> None:
+    root = Root(str(path))
+    root.check_node()
+    engine.revert(root)
+
+
+# ------------------------------------------------------------------------------------------------ journals
+JOURNALS = {
+    "version only": '{"version": 1}',
+    "a list": "[]",
+    "null": "null",
+    "a string": '"journal"',
+    "empty object": "{}",
+    "not JSON": '{"version": 1, "baseline": {',
+    "version 2": '{"version": 2, "baseline": {}}',
+    "version true": '{"version": true, "baseline": {}}',
+    "baseline a list": '{"version": 1, "baseline": []}',
+    "entry without kind": '{"version": 1, "baseline": {"proc/sys/vm/dirty_ratio": {"restore": "20"}}}',
+    "entry of unknown kind": '{"version": 1, "baseline": {"proc/sys/vm/dirty_ratio": {"kind": "x"}}}',
+    "non-string value": '{"version": 1, "baseline": {"proc/sys/vm/dirty_ratio": {"kind": "attr", "restore": 20}}}',
+    "entry not an object": '{"version": 1, "baseline": {"proc/sys/vm/dirty_ratio": "20"}}',
+    "file without content": '{"version": 1, "baseline": {"etc/x": {"kind": "file", "exists": true, '
+                            '"content": null, "mode": "0644"}}}',
+    "file mode not octal": '{"version": 1, "baseline": {"etc/x": {"kind": "file", "exists": false, '
+                           '"content": null, "mode": "rw-"}}}',
+    "absolute key": '{"version": 1, "baseline": {"/etc/x": {"kind": "file", "exists": false, '
+                    '"content": null, "mode": "0644"}}}',
+    "escaping created_dirs": '{"version": 1, "baseline": {}, "created_dirs": ["../../tmp"]}',
+    "service named wrong": '{"version": 1, "baseline": {"service:a.service": {"kind": "service", '
+                           '"unit": "b.service", "state": "active=yes"}}}',
+    "runs not a list": '{"version": 1, "baseline": {}, "runs": {}}',
+}
+
+
+@pytest.mark.parametrize("text", list(JOURNALS.values()), ids=list(JOURNALS))
+def test_a_journal_that_does_not_validate_is_refused_and_kept(pristine: Path, text: str) -> None:
+    journal = pristine / engine.JOURNAL
+    journal.parent.mkdir(parents=True)
+    journal.write_text(text)
+    before = stat_of(pristine)
+    try:
+        for run in (revert, tune, lambda path: tune(path, check_mode=True)):
+            with pytest.raises(engine.JournalError) as info:
+                run(pristine)
+            assert "the journal /var/lib/nodetune/journal.json is not valid" in str(info.value)
+            assert "nothing was written or deleted" in str(info.value)
+            assert differences(before, stat_of(pristine)) == []
+        assert journal.read_text() == text
+    finally:
+        shutil.rmtree(pristine / "var/lib/nodetune")
+    FIGURES["corrupted journals refused and kept"] += 1
+
+
+EXPECTED["corrupted journals refused and kept"] = len(JOURNALS)
+
+
+# ------------------------------------------------------------------------------------------------ faults
+FAULT_POINTS = (0, 1, 2, 5, 9, 14, 20, 30, -1)
+
+
+@pytest.mark.parametrize("point", FAULT_POINTS)
+def test_a_failed_write_restores_what_the_run_changed(pristine: Path, lab: dict[str, Any], point: int) -> None:
+    root = Root(str(pristine))
+    planned = engine.plan_actions(root, lab["settings"], SimServices(root))
+    victim = planned[point].setting.uid
+
+    def fault(setting: Setting) -> None:
+        if setting.uid == victim:
+            raise InvalidValueError("writing failed: EIO (injected)", setting.path, 5)
+
+    with pytest.raises(engine.ApplyError) as info:
+        tune(pristine, fault=fault)
+    assert victim in str(info.value) and info.value.rollback_errors == []
+    assert len(info.value.rolled_back) == (point % len(planned))
+    FIGURES["faults injected and restored"] += 1
+
+
+EXPECTED["faults injected and restored"] = len(FAULT_POINTS)
+
+
+# ------------------------------------------------------------------------------------------------ kill -9
+def _apply_and_die_at(path: str, index: int) -> None:
+    count = [0]
+
+    def die(_setting: Setting) -> None:
+        if count[0] == index:
+            os.kill(os.getpid(), signal.SIGKILL)
+        count[0] += 1
+
+    tune(Path(path), fault=die)
+
+
+KILL_POINTS = (0, 3, 8, 17, 25, 33)
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_kill_9_during_apply_loses_no_original(pristine: Path, point: int) -> None:
+    child = multiprocessing.get_context("fork").Process(target=_apply_and_die_at, args=(str(pristine), point))
+    child.start()
+    child.join(60)
+    assert child.exitcode == -signal.SIGKILL
+    assert (pristine / engine.JOURNAL).exists()  # the baseline was on disk before the first write
+    # what an interrupted write_file leaves: a temporary file beside its target
+    leftover = pristine / "etc/nodetune/.nodetune-k9x2"
+    leftover.parent.mkdir(parents=True, exist_ok=True)
+    leftover.write_text("half")
+    tune(pristine)  # the next run finishes the job and sweeps the leftover
+    assert not leftover.exists()
+    late = pristine / "etc/nodetune/boot-restore.d/.nodetune-late1"
+    late.write_text("half")
+    revert(pristine)  # and revert sweeps one left beside a file it restores (the teardown checks every byte)
+    assert not late.exists()
+    FIGURES["kill -9 during apply, originals kept"] += 1
+
+
+EXPECTED["kill -9 during apply, originals kept"] = len(KILL_POINTS)
+
+
+def test_leftovers_of_a_run_killed_before_its_journal_are_removed_by_revert(pristine: Path) -> None:
+    state_dir = pristine / engine.STATE_DIR
+    state_dir.mkdir(parents=True)
+    (state_dir / ".nodetune-abc123").write_text('{"version": 1')
+    (state_dir / "lock").write_text("")  # earlier versions' lock file
+    result = revert(pristine)
+    assert result["changed"] is True and "interrupted run" in result["msg"]
+    assert not (pristine / "var/lib/nodetune").exists()
+    state_dir.mkdir(parents=True)  # only an empty state dir
+    assert revert(pristine)["changed"] is True
+    assert not state_dir.exists()
+    assert revert(pristine)["changed"] is False
+    FIGURES["kill -9 leftovers cleaned"] += 2
+
+
+EXPECTED["kill -9 leftovers cleaned"] = 2
+
+
+# ------------------------------------------------------------------------------------------------ concurrency
+def _run(path: str, what: str, start: Any) -> None:
+    start.wait(30)
+    if what == "apply":
+        tune(Path(path), lock_timeout=120)
+    else:
+        revert(Path(path), lock_timeout=120)
+
+
+PAIRS = 24
+
+
+def test_concurrent_apply_revert_pairs_keep_every_original(pristine: Path, lab: dict[str, Any],
+                                                           record_property: Callable[[str, Any], None]) -> None:
+    """Apply and revert started together on one root (every third round apply, revert and apply); after each
+    round the node is either exactly the tuned node with a valid journal or exactly the original node, and after
+    one last revert it is the original: no original lost."""
+    context = multiprocessing.get_context("fork")
+    tuned = None
+    started = time.monotonic()
+    for pair in range(PAIRS):
+        start = context.Event()
+        runs = ("apply", "revert", "apply") if pair % 3 == 2 else ("apply", "revert")[::1 if pair % 2 else -1]
+        children = [context.Process(target=_run, args=(str(pristine), what, start)) for what in runs]
+        for child in children:
+            child.start()
+        start.set()
+        for child in children:
+            child.join(120)
+            assert child.exitcode == 0
+        journal = pristine / engine.JOURNAL
+        if journal.exists():  # tuned: every run that tunes leaves the very same node
+            assert engine.journal_problems(json.loads(journal.read_text())) == []
+            if tuned is None:
+                tuned = Reference(pristine)
+            # the journal's run list and times differ from run to run; its shape is checked above
+            assert [rel for rel in tuned.differences() if rel != engine.JOURNAL] == []
+        else:  # reverted: exactly the original node
+            assert lab["pristine"].differences() == []
+        FIGURES["concurrent pairs"] += 1
+    revert(pristine)
+    FIGURES["concurrent pairs, originals kept"] += PAIRS
+    record_property("seconds", round(time.monotonic() - started, 1))
+
+
+EXPECTED["concurrent pairs"] = PAIRS
+EXPECTED["concurrent pairs, originals kept"] = PAIRS
+
+
+def test_revert_waits_for_the_lock_before_it_reads_the_journal(pristine: Path) -> None:
+    """An apply holding the lock extends the journal; a revert that started meanwhile must restore that too."""
+    tune(pristine, areas={"sysctl": AREAS["sysctl"]})
+    context = multiprocessing.get_context("fork")
+    root = Root(str(pristine))
+    with engine.NodeLock(root):
+        child = context.Process(target=revert, args=(pristine,))
+        child.start()
+        time.sleep(0.5)  # the revert is waiting on the lock now
+        journal = json.loads((pristine / engine.JOURNAL).read_text())
+        journal["baseline"]["proc/sys/vm/swappiness"] = {"kind": "attr", "restore": root.read("proc/sys/vm/swappiness"),
+                                                          "order": 60}
+        (pristine / engine.JOURNAL).write_text(json.dumps(journal))
+        root.write("proc/sys/vm/swappiness", "1")
+    child.join(60)
+    assert child.exitcode == 0
+    assert not (pristine / engine.JOURNAL).exists()
+
+
+def test_lock_timeout_is_honoured_and_the_lock_is_never_a_file(pristine: Path) -> None:
+    root = Root(str(pristine))
+    with engine.NodeLock(root):
+        for run in (lambda: tune(pristine, lock_timeout=0.3), lambda: revert(pristine, lock_timeout=0.3)):
+            started = time.monotonic()
+            with pytest.raises(engine.LockedError, match="0.3 s"):
+                run()
+            assert time.monotonic() - started < 5
+    tune(pristine)
+    assert not (pristine / engine.LEGACY_LOCK).exists()
+    revert(pristine)
+
+
+# ------------------------------------------------------------------------------------------------ sysctl at boot
+def test_a_sysctl_shadowed_at_boot_is_warned_and_reported(pristine: Path) -> None:
+    """The simulated node, like Debian, links etc/sysctl.d/99-sysctl.conf to /etc/sysctl.conf; a site value there
+    wins over nodetune's 90-nodetune-sysctl.conf at boot."""
+    conf = pristine / "etc/sysctl.conf"
+    assert os.readlink(pristine / "etc/sysctl.d/99-sysctl.conf").endswith("sysctl.conf")
+    site = conf.read_text()
+    conf.write_text(site + "\nvm.dirty_ratio = 40\n")
+    try:
+        state = node.load(str(pristine), AREAS, {})
+        warned = [w for w in state.context.warnings if "vm.dirty_ratio" in w]
+        assert len(warned) == 1 and "/etc/sysctl.d/99-sysctl.conf (-> /etc/sysctl.conf) sets vm.dirty_ratio=40" \
+            in warned[0]
+        found = {f.target: f for f in verify.verify_settings(state, AREAS) if f.id == "persist.sysctl_boot"}
+        assert found["vm.dirty_ratio"].status == "drift"
+        assert found["vm.dirty_ratio"].actual == "40 (from /etc/sysctl.d/99-sysctl.conf (-> /etc/sysctl.conf))"
+        assert found["vm.dirty_background_ratio"].status == "ok"
+    finally:
+        conf.write_text(site)
+    state = node.load(str(pristine), AREAS, {})
+    assert not [w for w in state.context.warnings if "sysctl" in w]
+    assert {f.status for f in verify.verify_settings(state, AREAS) if f.id == "persist.sysctl_boot"} == {"ok"}
+
+
+# ------------------------------------------------------------------------------------------------ the catalogue
+def test_catalogue_figures(record_testsuite_property: Callable[[str, Any], None]) -> None:
+    """The figures of this run; every family must have run in full (skipped when tests were deselected)."""
+    if set(FIGURES) != set(EXPECTED):
+        missing = ", ".join(sorted(set(EXPECTED) - set(FIGURES)))
+        pytest.skip(f"the catalogue needs the whole file: {missing} did not run")
+    lines = [f"{name:<45} {FIGURES[name]:>4}" for name in sorted(EXPECTED)]
+    print("\nnodetune safety catalogue\n" + "\n".join(lines))
+    for name in sorted(EXPECTED):
+        record_testsuite_property(name.replace(" ", "_"), FIGURES[name])
+    assert dict(FIGURES) == EXPECTED
+
+
+# ------------------------------------------------------------------------------------------------ small rules
+def test_every_check_id_the_code_builds_is_one_a_waiver_may_name() -> None:
+    import re
+
+    from ansible_collections.nodetune.instinct.plugins.module_utils import check_ids
+
+    source = Path(check_ids.__file__).parent
+    built = set()
+    for path in source.glob("*.py"):
+        built |= set(re.findall(r'(?:Setting|Finding)\(\s*"([a-z_]+\.[a-z_.]+)"', path.read_text()))
+    assert built and built <= set(check_ids.known_ids())
+    assert check_ids.is_known("sysctl.net.core.rmem_max") and not check_ids.is_known("nvme.schedular")
+
+
+def test_numbers_are_ascii_digits_only() -> None:
+    from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
+        ParseError,
+        ascii_int,
+        parse_cpulist,
+        parse_int,
+    )
+
+    for text in ("٣", "0-٣", "３", "1_0", "0-1_0"):
+        with pytest.raises(ParseError):
+            parse_cpulist(text)
+    for value in ("٤٠٩٢", "4_092", "+4", "4.0", " ", True, None, 4.0):
+        with pytest.raises(ParseError):
+            ascii_int(value)
+    assert ascii_int(" 4092\n") == 4092 and ascii_int("-1") == -1 and ascii_int(7) == 7
+    assert parse_int("٤") is None and parse_int("0x1f") == 31 and parse_int("0x١") is None
+
+
+def test_a_file_nodetune_created_may_be_named_again(tmp_path: Path, lab: dict[str, Any]) -> None:
+    """A path variable's new file is created once; the next run (and verify) accept it as nodetune's own."""
+    dest = tmp_path / "node"
+    shutil.copytree(lab["path"], dest, symlinks=True)
+    areas = with_area("rocm_env", nodetune_rocm_env_file="/etc/nodetune/site/rocm.env", **ROCM)
+    assert tune(dest, areas)["changed"]
+    again = node.load(str(dest), areas, {})
+    assert not again.context.errors
+    assert engine.apply(again.root, again.settings, services=again.services)["changed"] is False
+    # without the journal, the file's own header still says it is nodetune's
+    (dest / engine.JOURNAL).rename(tmp_path / "journal.json")
+    assert not node.load(str(dest), areas, {}).context.errors
+    (tmp_path / "journal.json").rename(dest / engine.JOURNAL)
+    revert(dest)
+    assert not (dest / "etc/nodetune/site").exists()
+
+
+def test_the_tune_module_refuses_a_key_value_policy_string(lab: dict[str, Any]) -> None:
+    """Ansible turns 'housekeeping=1' into a mapping for a dict option; the module takes the raw value and refuses
+    it, in check mode and before any write."""
+    from tests.unit.test_verify_module import adhoc
+
+    before = Reference(lab["path"])
+    rc, result = adhoc("nodetune.instinct.tune", {"root": str(lab["path"]), "areas": {"sysctl": AREAS["sysctl"]},
+                                                  "policy": "housekeeping=1"})
+    assert rc != 0, result["_output"][-2000:]
+    assert "nodetune_layout_policy='housekeeping=1' is not valid" in result["msg"]
+    assert before.differences() == []
