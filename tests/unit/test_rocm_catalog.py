@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import rocm_catalog
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas, rocm_catalog
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
@@ -24,7 +23,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.tuning import de
 
 REPO = Path(__file__).resolve().parents[2]
 DOMAIN = REPO.parent / "shared" / "DOMAIN.md"
-DEFAULTS = yaml.safe_load((REPO / "roles/rocm_env/defaults/main.yml").read_text())
+# The area's own variables with their declared defaults (the role's defaults also carry the common ones).
+DEFAULTS = {name: areas.defaults("rocm_env")[name] for name in areas.area_variables("rocm_env")}
 NCCL_ENV = {"NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_SOCKET_IFNAME": "=ib0,ib1"}  # a Layout's node-wide NIC lists
 
 
