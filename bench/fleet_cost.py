@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
 
 _common.use_repository_code()
-from ansible_collections.nodetune.instinct.plugins.module_utils import simnode  # noqa: E402
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode  # noqa: E402
 
 REPO = _common.REPO
 SPECS = ("mi250", "mi300x")

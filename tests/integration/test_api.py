@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 import nodetune
 from tests.integration.test_playbooks import small_spec

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from nodetune.api import TaskEvent
 from nodetune.cli import main

@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import engine, node, rank_bind, simnode, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils import engine, node, rank_bind, verify
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist, parse_cpulist
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_engine import tree_digest
 

@@ -1,4 +1,4 @@
-"""The nodetune.instinct.sim_node module: idempotent builds, check mode, reboot, removal, clear failures.
+"""The nodetune.lab.sim_node module: idempotent builds, check mode, reboot, removal, clear failures.
 
 The module runs the way Ansible runs it (a separate Python process reading its arguments from a JSON file), and
 playbooks/lab.yml is run once through ansible-playbook with a throw-away inventory.
@@ -19,7 +19,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 COLLECTION = REPO / "collection"
-MODULE = COLLECTION / "ansible_collections/nodetune/instinct/plugins/modules/sim_node.py"
+MODULE = COLLECTION / "ansible_collections/nodetune/lab/plugins/modules/sim_node.py"
 SPECS = REPO / "inventories/lab/specs"
 
 SPEC = {
@@ -179,7 +179,7 @@ def test_ansible_doc_renders_the_module():
     if not os.path.exists(ansible_doc):
         pytest.skip("ansible-doc is not installed next to this Python")
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTION), ANSIBLE_NOCOLOR="1")
-    done = subprocess.run([ansible_doc, "-t", "module", "nodetune.instinct.sim_node"], capture_output=True,
+    done = subprocess.run([ansible_doc, "-t", "module", "nodetune.lab.sim_node"], capture_output=True,
                           text=True, env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert "simulated node" in done.stdout and "rebooted" in done.stdout and "EXAMPLES" in done.stdout

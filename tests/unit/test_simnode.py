@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpulist, parse_cpumask
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests import realdata
 

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import bios, engine, health, node, simnode, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils import bios, engine, health, node, verify
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import apply_waivers, validate_waivers
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.services import SimServices
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.test_engine import tree_digest

@@ -52,7 +52,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.services import SimServices
-from ansible_collections.nodetune.instinct.plugins.module_utils.simnode import MARKER
+from ansible_collections.nodetune.lab.plugins.module_utils.simnode import MARKER
 
 
 def main():

@@ -472,7 +472,7 @@ class Root(object):
         if stat.S_ISREG(st.st_mode) and not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
             raise _classify(OSError(errno.EPERM, "read-only attribute"), clean, "writing", value) from None
         if self.simulated:
-            from ansible_collections.nodetune.instinct.plugins.module_utils import simkernel
+            from ansible_collections.nodetune.lab.plugins.module_utils import simkernel
 
             try:
                 simkernel.write(self, clean, value)

@@ -80,7 +80,7 @@ import zlib
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.simboot import run_boot_restore
+from ansible_collections.nodetune.lab.plugins.module_utils.simboot import run_boot_restore
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
     format_cpulist,
