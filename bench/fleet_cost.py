@@ -165,7 +165,8 @@ class Fleet:
         hosts = {n.name: {"nodetune_root": str(n.path), "nodetune_sim_spec": str(SPEC_DIR / f"{n.spec}.yml")}
                  for n in self.nodes[:count]}
         inventory = {"all": {"hosts": hosts, "vars": {
-            "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}
+            "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+            "nodetune_lab_backend": "simulated"}}}
         path = self.workdir / f"hosts-{count}.yml"
         path.write_text(json.dumps(inventory, indent=1))  # JSON is YAML
         (self.workdir / "ping.yml").write_text(PING)
@@ -263,7 +264,7 @@ def module_costs(fleet: Fleet, rounds: int) -> dict[str, _common.Series]:
         inventory.write_text(json.dumps({"all": {"hosts": {node.name: {
             "nodetune_root": str(node.path), "nodetune_sim_spec": str(SPEC_DIR / f"{node.spec}.yml")}}, "vars": {
             "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-            "ansible_remote_tmp": str(remote_tmp)}}}))
+            "nodetune_lab_backend": "simulated", "ansible_remote_tmp": str(remote_tmp)}}}))
         restore(node.path, fleet.templates[node.spec], fleet.manifests[node.spec])
         for playbook in (str(fleet.workdir / "ping.yml"), "site.yml", "playbooks/verify.yml"):
             run_playbook(inventory, playbook, env, f"module files ({node.spec})")

@@ -30,6 +30,7 @@ from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 from tests.unit.test_engine import tree_digest
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 DEFAULTS = yaml.safe_load((REPO / "roles/rocm_env/defaults/main.yml").read_text())
 CONFIG = dict(DEFAULTS, nodetune_rocm_profile="multi_node_stable", nodetune_rocm_env={"NCCL_MIN_NCHANNELS": 112})
 AREAS = {"rocm_env": CONFIG}

@@ -45,6 +45,8 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.lab_backend import module_for
+
 try:
     from ansible.template import trust_as_template
 except ImportError:  # ansible-core < 2.19: templates in files are trusted without a mark
@@ -128,8 +130,8 @@ class ActionModule(ActionBase):
             and not self._task.async_val
         if compact:
             args["verify"]["findings_format"] = "json"
-        result.update(self._execute_module(module_name=self.MODULE_NAME, module_args=args,
-                                           task_vars=task_vars))
+        module_name = module_for(self.MODULE_NAME, task_vars, self._templar)  # a lab node: nodetune.lab's
+        result.update(self._execute_module(module_name=module_name, module_args=args, task_vars=task_vars))
         if isinstance(result.get("verify"), dict):
             # The findings stay one JSON text in the registered result (verify.findings; the report files and the
             # fleet reports decode it): carried as ~1,700 dicts per node they cost Ansible ~0.15 s of controller

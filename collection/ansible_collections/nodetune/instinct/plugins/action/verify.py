@@ -45,6 +45,7 @@ from ansible_collections.nodetune.instinct.plugins.action.tune import (
     write_report,
 )
 from ansible_collections.nodetune.instinct.plugins.action.tune import ActionModule as TuneAction
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.lab_backend import module_for
 
 __all__ = ["ActionModule", "expand_findings", "write_report"]
 CONTROLLER_OPTIONS = ("report_file", "fail_on_drift", "role_variables")
@@ -87,7 +88,8 @@ class ActionModule(TuneAction):
         compact = "findings_format" not in args and not self._task.async_val  # async_status would see the text
         if compact:
             args["findings_format"] = "json"
-        result.update(self._execute_module(module_name=self.MODULE_NAME, module_args=args, task_vars=task_vars))
+        module_name = module_for(self.MODULE_NAME, task_vars, self._templar)  # a lab node: nodetune.lab's
+        result.update(self._execute_module(module_name=module_name, module_args=args, task_vars=task_vars))
         if compact:
             expand_findings(result)
         finish_audit(result, result, controller)

@@ -3,21 +3,29 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What the kernel does when a simulated node's attribute is written.
 
-A simulated node (a tree built by simnode.py, marked by ``.nodetune-simnode.json`` at its root) is plain files,
-so a write would otherwise just replace text. Real sysfs/procfs answer writes with side effects and refusals that
-nodetune must handle: choice files re-render the bracket, changing the I/O scheduler resets ``nr_requests``,
-``vm.dirty_ratio`` zeroes ``vm.dirty_bytes``, ``smt/control=off`` offlines siblings, EPP is locked (EBUSY) under the
-``performance`` governor in amd-pstate active mode, out-of-range values fail with EINVAL. Emulating them here keeps
-the simulated nodes honest: a test that passes on them exercises the same ordering and error paths as a real node.
-Only :class:`~rootfs.Root` calls :func:`write`, and only for simulated roots.
+A simulated node (a tree built by simnode.py) is plain files, so a write would otherwise just replace text. Real
+sysfs/procfs answer writes with side effects and refusals that nodetune must handle: choice files re-render the
+bracket, changing the I/O scheduler resets ``nr_requests``, ``vm.dirty_ratio`` zeroes ``vm.dirty_bytes``,
+``smt/control=off`` offlines siblings, EPP is locked (EBUSY) under the ``performance`` governor in amd-pstate active
+mode, out-of-range values fail with EINVAL. Emulating them here keeps the simulated nodes honest: a test that passes
+on them exercises the same ordering and error paths as a real node.
+Only :class:`~rootfs.Root` calls :func:`write`, and only for a root given this backend explicitly
+(``Root(path, backend=BACKEND)``, or :func:`install` in the lab's modules): nothing on the node selects it.
+
+Every file the simulated kernel reads or writes is resolved inside the root, like any other write of the root
+layer: a link in the tree never leads a write out of it. An update of several files (the CPU online/offline lists
+and each CPU's ``online``, an IRQ's four affinity files) is staged first in ``run/`` (:data:`PENDING`), so a run
+killed half way leaves the next run (and a simulated reboot, which empties ``run/``) a whole update, never half.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import json
 import os
 import re
-from typing import List, Optional
+from typing import List, Optional, Sequence, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
@@ -27,11 +35,23 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     parse_cpulist,
     parse_cpumask,
 )
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import (
+    NodeFileError,
+    Root,
+    RootError,
+    use_backend,
+)
+from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 
 MARKER = ".nodetune-simnode.json"
 EPP_CACHED_SUFFIX = ".nodetune-epp-cached"  # amd-pstate's epp_cached, kept beside the EPP file
 SCHED_MAX_REQUESTS = 2048  # block/blk-mq-sched.c: the limit with an elevator
 DEFAULT_TAGS = 1023  # default NVMe hardware tag depth (io_queue_depth 1024 minus one)
+# A multi-file update staged before it is written; run/ is emptied by a (simulated) reboot, like a tmpfs.
+PENDING = "run/.nodetune-simkernel-pending.json"
+_PENDING_NAME = os.path.basename(PENDING)
+_STAGING_NAME = _PENDING_NAME + ".tmp"
+_CPU_DIR = "sys/devices/system/cpu"
 
 _CPU_ONLINE = re.compile(r"^sys/devices/system/cpu/cpu(\d+)/online$")
 _IRQ_FILE = re.compile(r"^proc/irq/(\d+)/(smp_affinity|smp_affinity_list)$")
@@ -47,25 +67,133 @@ _DIRTY_PAIRS = {
 }
 
 
-def is_simulated(real_root: str) -> bool:
-    return os.path.isfile(os.path.join(real_root, MARKER))
+class SimKernel(object):
+    """The root layer's write backend of a simulated node: its kernel, and its systemd (files under the root)."""
+
+    def attach(self, root: Root) -> None:
+        if root.is_host:
+            raise RootError("the simulated kernel (nodetune_lab_backend: simulated) is for lab nodes; it never "
+                            "writes to '/'", root.path)
+        recover(root)
+
+    def write(self, root: Root, rel: str, value: str) -> None:
+        write(root, rel, value)
+
+    def services(self, root: Root) -> SimServices:
+        return SimServices(root)
+
+
+BACKEND = SimKernel()
+
+
+def install() -> None:
+    """Every Root this process creates from now on is a simulated node (the lab's modules, before the production
+    module's main)."""
+    use_backend(BACKEND)
+
+
+def sim_root(path: str) -> Root:
+    """A simulated node's root, its writes answered by the simulated kernel."""
+    return Root(path, backend=BACKEND)
 
 
 def _err(code: int, why: str) -> OSError:
     return OSError(code, "%s (simulated kernel: %s)" % (os.strerror(code), why))
 
 
-def _read(real: str) -> Optional[str]:
+def _read(root: Root, rel: str) -> Optional[str]:
+    """A file's text (resolved inside the root), None where absent or unreadable."""
+    return root.read(rel, strip=False)
+
+
+def _exists(root: Root, rel: str) -> bool:
+    return root.exists(rel)
+
+
+def _put(root: Root, rel: str, text: str) -> None:
+    """Write one file in place, resolved inside the root; the last component is never followed as a link."""
+    fd = os.open(root.real(rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
-        with open(real, "r", encoding="utf-8") as handle:
-            return handle.read()
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def _run_file(root: Root, name: str) -> str:
+    """Host path of the simulated kernel's own file ``run/<name>`` (the name itself is never followed)."""
+    run = root.real("run")
+    os.makedirs(run, exist_ok=True)
+    return os.path.join(run, name)
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _put_all(root: Root, files: Sequence[Tuple[str, str]]) -> None:
+    """Write several files as one update: staged in :data:`PENDING` first, so a kill leaves all of it to
+    :func:`recover`, never a part."""
+    if len(files) == 1:
+        _put(root, files[0][0], files[0][1])
+        return
+    for rel, _text in files:  # a path that cannot be written inside the root fails here, before any write
+        if not os.path.isdir(os.path.dirname(root.real(rel))):
+            raise _err(errno.ENOENT, "%s resolves to no folder inside the root" % rel)
+    staging, pending = _run_file(root, _STAGING_NAME), _run_file(root, _PENDING_NAME)
+    _unlink(staging)
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.write(fd, json.dumps([[rel, text] for rel, text in files]).encode("utf-8"))
+    finally:
+        os.close(fd)
+    os.replace(staging, pending)
+    try:
+        for rel, text in files:
+            _put(root, rel, text)
     except OSError:
-        return None
+        _unlink(pending)  # refused, and the caller sees the error: never replayed
+        raise
+    _unlink(pending)
 
 
-def _put(real: str, text: str) -> None:
-    with open(real, "w", encoding="utf-8") as handle:
-        handle.write(text)
+def recover(root: Root) -> List[str]:
+    """Finish the multi-file update a killed run left staged; returns the files written again."""
+    if not root.isdir("run"):
+        return []
+    _unlink(_run_file(root, _STAGING_NAME))  # killed while staging: the update never began
+    pending = _run_file(root, _PENDING_NAME)
+    try:
+        fd = os.open(pending, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return []
+    except OSError:
+        fd = -1  # a link: not one of ours
+    files: List[Tuple[str, str]] = []
+    if fd >= 0:
+        try:
+            with os.fdopen(fd, "rb") as handle:
+                files = [(str(rel), str(value)) for rel, value in json.loads(handle.read().decode("utf-8"))]
+        except (ValueError, TypeError):
+            files = []  # staged whole and renamed, so never partial: not one of ours
+    done = []
+    for rel, value in files:
+        try:
+            _put(root, rel, value)
+            done.append(rel)
+        except (OSError, NodeFileError):
+            pass  # it failed when staged too: that run reported it
+    _unlink(pending)
+    return done
+
+
+def kernel_cpumask(cpus: List[int], nr_cpu_ids: int) -> str:
+    """A cpumask as the kernel prints it (``%*pb``): ceil(nr_cpu_ids / 4) hex digits, a comma every 8 from the
+    right (``0001`` on a 16-CPU node, ``ff,ffffffff`` for 40 CPUs)."""
+    words = format_cpumask(cpus, nr_cpus=nr_cpu_ids).split(",")
+    if len(words) == (nr_cpu_ids + 31) // 32:  # else a CPU beyond nr_cpu_ids: shown whole, not cut
+        words[0] = words[0][-(((nr_cpu_ids % 32) + 3) // 4 or 8):]
+    return ",".join(words)
 
 
 def effective_cpu(irq: int, cpus: List[int]) -> Optional[int]:
@@ -77,15 +205,14 @@ def effective_cpu(irq: int, cpus: List[int]) -> Optional[int]:
 
 def write(root, rel: str, value: str) -> None:
     """Write ``value`` to the simulated attribute ``rel`` (relative to the root) like the kernel would."""
-    real = root.real(rel)
     value = value.strip()
-    current = _read(real)
+    current = _read(root, rel)
     if current is not None:
         active, options = parse_choice(current)
         if len(options) > 1 and "[" in current:
             if value not in options:
                 raise _err(errno.EINVAL, "%r is not one of %s" % (value, " ".join(options)))
-            _put(real, " ".join("[%s]" % o if o == value else o for o in options) + "\n")
+            _put(root, rel, " ".join("[%s]" % o if o == value else o for o in options) + "\n")
             match = _QUEUE.match(rel)
             if match and match.group(2) == "scheduler" and value != active:
                 _reset_nr_requests(root, match.group(1), value)
@@ -93,35 +220,33 @@ def write(root, rel: str, value: str) -> None:
     for handler in (_cpu_online, _smt_control, _irq, _queue, _epp, _governor, _mtu, _dirty):
         if handler(root, rel, value):
             return
-    _put(real, value + "\n")
+    _put(root, rel, value + "\n")
 
 
 # ------------------------------------------------------------------------------------------ CPU hotplug / SMT
-def _cpu_dir(root) -> str:
-    return root.real("sys/devices/system/cpu")
-
-
 def _online_set(root) -> List[int]:
-    return parse_cpulist(_read(os.path.join(_cpu_dir(root), "online")) or "")
+    return parse_cpulist(_read(root, _CPU_DIR + "/online") or "")
 
 
-def _set_online(root, cpus: List[int]) -> None:
-    base = _cpu_dir(root)
-    present = parse_cpulist(_read(os.path.join(base, "present")) or "") or sorted(cpus)
+def _set_online(root, cpus: List[int], also: Sequence[Tuple[str, str]] = ()) -> None:
+    """The online and offline lists and each changed CPU's ``online`` (with ``also``), as one update."""
+    present = parse_cpulist(_read(root, _CPU_DIR + "/present") or "") or sorted(cpus)
     before = set(_online_set(root))
     online = sorted(set(cpus))
-    _put(os.path.join(base, "online"), format_cpulist(online) + "\n")
-    _put(os.path.join(base, "offline"), format_cpulist(sorted(set(present) - set(online))) + "\n")
+    files = list(also)
+    files.append((_CPU_DIR + "/online", format_cpulist(online) + "\n"))
+    files.append((_CPU_DIR + "/offline", format_cpulist(sorted(set(present) - set(online))) + "\n"))
     # Only the CPUs whose state changes (as the kernel does): rewriting every cpuN/online on each of a few hundred
     # offlines made a simulated apply spend seconds in open(2).
     for cpu in sorted(before.symmetric_difference(online)):
-        path = os.path.join(base, "cpu%d" % cpu, "online")
-        if os.path.exists(path):
-            _put(path, ("1" if cpu in online else "0") + "\n")
+        path = _CPU_DIR + "/cpu%d/online" % cpu
+        if _exists(root, path):
+            files.append((path, ("1" if cpu in online else "0") + "\n"))
+    _put_all(root, files)
 
 
 def _siblings(root, cpu: int) -> List[int]:
-    text = _read(os.path.join(_cpu_dir(root), "cpu%d" % cpu, "topology", "thread_siblings_list"))
+    text = _read(root, _CPU_DIR + "/cpu%d/topology/thread_siblings_list" % cpu)
     try:
         return parse_cpulist(text or "") or [cpu]
     except ParseError:
@@ -137,10 +262,10 @@ def _cpu_online(root, rel: str, value: str) -> bool:
         raise _err(errno.EINVAL, "cpu%d/online takes 0 or 1" % cpu)
     online = set(_online_set(root))
     if value == "1":
-        control = (_read(os.path.join(_cpu_dir(root), "smt", "control")) or "").strip()
+        control = (_read(root, _CPU_DIR + "/smt/control") or "").strip()
         # An offline CPU has no topology/ on a real kernel: under SMT off such a CPU is a secondary thread
         # (primaries stay online), so the kernel refuses it (cpu_smt_allowed()).
-        no_topology = not os.path.isdir(os.path.join(_cpu_dir(root), "cpu%d" % cpu, "topology"))
+        no_topology = not root.isdir(_CPU_DIR + "/cpu%d/topology" % cpu)
         if control in ("off", "forceoff") and (no_topology or min(_siblings(root, cpu)) != cpu):
             raise _err(errno.EPERM, "SMT is %s: secondary threads cannot be onlined" % control)
         online.add(cpu)
@@ -155,24 +280,23 @@ def _cpu_online(root, rel: str, value: str) -> bool:
 def _smt_control(root, rel: str, value: str) -> bool:
     if rel != "sys/devices/system/cpu/smt/control":
         return False
-    current = (_read(root.real(rel)) or "").strip()
+    current = (_read(root, rel) or "").strip()
     if current in ("notsupported", "notimplemented", "forceoff"):
         raise _err(errno.EPERM, "smt/control is %s and cannot be changed" % current)
     if value not in ("on", "off", "forceoff"):
         raise _err(errno.EINVAL, "smt/control takes on, off or forceoff")
-    base = _cpu_dir(root)
-    present = parse_cpulist(_read(os.path.join(base, "present")) or "")
+    present = parse_cpulist(_read(root, _CPU_DIR + "/present") or "")
     secondaries = [c for c in present if min(_siblings(root, c)) != c]
     online = set(_online_set(root))
     if value in ("off", "forceoff"):
         online -= set(secondaries)
     else:
         online |= set(secondaries)
-    _put(root.real(rel), value + "\n")
-    _set_online(root, sorted(online))
-    active = os.path.join(base, "smt", "active")
-    if os.path.exists(active):
-        _put(active, ("1" if value == "on" else "0") + "\n")
+    files = [(rel, value + "\n")]
+    active = _CPU_DIR + "/smt/active"
+    if _exists(root, active):
+        files.append((active, ("1" if value == "on" else "0") + "\n"))
+    _set_online(root, sorted(online), also=files)
     return True
 
 
@@ -190,22 +314,21 @@ def _irq(root, rel: str, value: str) -> bool:
     usable = [c for c in cpus if c in online]
     if not usable:
         raise _err(errno.EINVAL, "affinity %r has no online CPU" % value)
-    possible = parse_cpulist(_read(os.path.join(_cpu_dir(root), "possible")) or "") or cpus
-    base = root.real("proc/irq/%d" % irq)
-    _put(os.path.join(base, "smp_affinity_list"), format_cpulist(cpus) + "\n")
-    _put(os.path.join(base, "smp_affinity"), format_cpumask(cpus, nr_cpus=max(possible) + 1) + "\n")
-    effective = os.path.join(base, "effective_affinity_list")
-    if os.path.exists(effective):
-        _put(effective, "%d\n" % effective_cpu(irq, usable))
-    eff_mask = os.path.join(base, "effective_affinity")
-    if os.path.exists(eff_mask):
-        _put(eff_mask, format_cpumask([effective_cpu(irq, usable)], nr_cpus=max(possible) + 1) + "\n")
+    nr_cpu_ids = max(parse_cpulist(_read(root, _CPU_DIR + "/possible") or "") or cpus) + 1
+    base = "proc/irq/%d/" % irq
+    files = [(base + "smp_affinity_list", format_cpulist(cpus) + "\n"),
+             (base + "smp_affinity", kernel_cpumask(cpus, nr_cpu_ids) + "\n")]
+    if _exists(root, base + "effective_affinity_list"):
+        files.append((base + "effective_affinity_list", "%d\n" % effective_cpu(irq, usable)))
+    if _exists(root, base + "effective_affinity"):
+        files.append((base + "effective_affinity", kernel_cpumask([effective_cpu(irq, usable)], nr_cpu_ids) + "\n"))
+    _put_all(root, files)
     return True
 
 
 # ------------------------------------------------------------------------------------------ block queues
 def _nr_tags(root, disk_dir: str) -> int:
-    text = _read(root.real(disk_dir + "/mq/0/nr_tags"))
+    text = _read(root, disk_dir + "/mq/0/nr_tags")
     try:
         return int((text or "").strip())
     except ValueError:
@@ -215,7 +338,7 @@ def _nr_tags(root, disk_dir: str) -> int:
 def _reset_nr_requests(root, disk_dir: str, scheduler: str) -> None:
     tags = _nr_tags(root, disk_dir)
     value = tags if scheduler == "none" else 2 * min(tags, 128)
-    _put(root.real(disk_dir + "/queue/nr_requests"), "%d\n" % value)
+    _put(root, disk_dir + "/queue/nr_requests", "%d\n" % value)
 
 
 def _queue(root, rel: str, value: str) -> bool:
@@ -226,11 +349,11 @@ def _queue(root, rel: str, value: str) -> bool:
         wanted = int(value)
     except ValueError:
         raise _err(errno.EINVAL, "nr_requests takes an integer") from None
-    scheduler = parse_choice(_read(root.real(match.group(1) + "/queue/scheduler")))[0]
+    scheduler = parse_choice(_read(root, match.group(1) + "/queue/scheduler"))[0]
     limit = _nr_tags(root, match.group(1)) if scheduler in (None, "none") else SCHED_MAX_REQUESTS
     if wanted > limit:
         raise _err(errno.EINVAL, "nr_requests %d exceeds %d with scheduler %s" % (wanted, limit, scheduler))
-    _put(root.real(rel), "%d\n" % max(wanted, 4))
+    _put(root, rel, "%d\n" % max(wanted, 4))
     return True
 
 
@@ -239,15 +362,15 @@ def _epp(root, rel: str, value: str) -> bool:
     match = _EPP.match(rel)
     if not match:
         return False
-    cpufreq = os.path.dirname(root.real(rel))
-    governor = (_read(os.path.join(cpufreq, "scaling_governor")) or "").strip()
-    status = (_read(root.real("sys/devices/system/cpu/amd_pstate/status")) or "").strip()
+    cpufreq = os.path.dirname(rel)
+    governor = (_read(root, cpufreq + "/scaling_governor") or "").strip()
+    status = (_read(root, _CPU_DIR + "/amd_pstate/status") or "").strip()
     if status == "active" and governor == "performance" and value not in ("performance", "0"):
         raise _err(errno.EBUSY, "EPP is locked to performance under the performance governor")
-    available = (_read(os.path.join(cpufreq, "energy_performance_available_preferences")) or "").split()
+    available = (_read(root, cpufreq + "/energy_performance_available_preferences") or "").split()
     if available and value not in available:
         raise _err(errno.EINVAL, "EPP %r is not one of %s" % (value, " ".join(available)))
-    _put(root.real(rel), value + "\n")
+    _put(root, rel, value + "\n")
     return True
 
 
@@ -255,25 +378,26 @@ def _governor(root, rel: str, value: str) -> bool:
     match = _GOV.match(rel)
     if not match:
         return False
-    cpufreq = os.path.dirname(root.real(rel))
-    available = (_read(os.path.join(cpufreq, "scaling_available_governors")) or "").split()
+    cpufreq = os.path.dirname(rel)
+    available = (_read(root, cpufreq + "/scaling_available_governors") or "").split()
     if available and value not in available:
         raise _err(errno.EINVAL, "governor %r is not one of %s" % (value, " ".join(available)))
-    previous = (_read(root.real(rel)) or "").strip()
-    _put(root.real(rel), value + "\n")
-    status = (_read(root.real("sys/devices/system/cpu/amd_pstate/status")) or "").strip()
-    epp = os.path.join(cpufreq, "energy_performance_preference")
-    if status != "active" or not os.path.exists(epp):
+    previous = (_read(root, rel) or "").strip()
+    status = (_read(root, _CPU_DIR + "/amd_pstate/status") or "").strip()
+    epp = cpufreq + "/energy_performance_preference"
+    if status != "active" or not _exists(root, epp):
+        _put(root, rel, value + "\n")
         return True
     # amd-pstate keeps the EPP it had (epp_cached) while the performance governor forces 0 ("performance"),
     # and writes it back when another governor takes over. The simulated node keeps it in a hidden file.
     cached = epp + EPP_CACHED_SUFFIX
     if value == "performance" and previous != "performance":
-        _put(cached, _read(epp) or "")
-        _put(epp, "performance\n")
-    elif value != "performance" and previous == "performance" and os.path.exists(cached):
-        _put(epp, _read(cached) or "")
-        os.unlink(cached)
+        _put_all(root, [(cached, _read(root, epp) or ""), (epp, "performance\n"), (rel, value + "\n")])
+    elif value != "performance" and previous == "performance" and _exists(root, cached):
+        _put_all(root, [(epp, _read(root, cached) or ""), (rel, value + "\n")])
+        _unlink(os.path.join(root.real(os.path.dirname(cached)), os.path.basename(cached)))
+    else:
+        _put(root, rel, value + "\n")
     return True
 
 
@@ -282,19 +406,19 @@ def _mtu(root, rel: str, value: str) -> bool:
     match = _MTU.match(rel)
     if not match:
         return False
-    netdir = os.path.dirname(root.real(rel))
+    netdir = os.path.dirname(rel)
     try:
         mtu = int(value)
     except ValueError:
         raise _err(errno.EINVAL, "mtu takes an integer") from None
-    if (_read(os.path.join(netdir, "type")) or "").strip() == "32":
-        mode = (_read(os.path.join(netdir, "mode")) or "datagram").strip()
+    if (_read(root, netdir + "/type") or "").strip() == "32":
+        mode = (_read(root, netdir + "/mode") or "datagram").strip()
         limit = 65520 if mode == "connected" else 4092
         if mtu > limit:
             raise _err(errno.EINVAL, "IPoIB %s mode allows at most MTU %d" % (mode, limit))
     if mtu < 68:
         raise _err(errno.EINVAL, "MTU below 68")
-    _put(root.real(rel), "%d\n" % mtu)
+    _put(root, rel, "%d\n" % mtu)
     return True
 
 
@@ -309,7 +433,8 @@ def _dirty(root, rel: str, value: str) -> bool:
         raise _err(errno.EINVAL, "%s takes an integer" % rel) from None
     if number < 0 or (rel.endswith("_ratio") and number > 100):
         raise _err(errno.EINVAL, "%s out of range" % rel)
-    _put(root.real(rel), "%d\n" % number)
-    if number != 0 and os.path.exists(root.real(other)):
-        _put(root.real(other), "0\n")
+    files = [(rel, "%d\n" % number)]
+    if number != 0 and _exists(root, other):
+        files.append((other, "0\n"))
+    _put_all(root, files)
     return True
