@@ -25,7 +25,7 @@ import errno
 import json
 import os
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
@@ -119,10 +119,16 @@ def _put(root: Root, rel: str, text: str) -> None:
         os.close(fd)
 
 
+_RUN_DIRS: Dict[str, str] = {}  # root path -> its resolved run/ (made once per process and root)
+
+
 def _run_file(root: Root, name: str) -> str:
     """Host path of the simulated kernel's own file ``run/<name>`` (the name itself is never followed)."""
-    run = root.real("run")
-    os.makedirs(run, exist_ok=True)
+    run = _RUN_DIRS.get(root.path)
+    if run is None:
+        run = root.real("run")
+        os.makedirs(run, exist_ok=True)
+        _RUN_DIRS[root.path] = run
     return os.path.join(run, name)
 
 
@@ -137,12 +143,12 @@ def _put_all(root: Root, files: Sequence[Tuple[str, str]]) -> None:
     if len(files) == 1:
         _put(root, files[0][0], files[0][1])
         return
-    for rel, _text in files:  # a path that cannot be written inside the root fails here, before any write
-        if not os.path.isdir(os.path.dirname(root.real(rel))):
+    folders = dict((os.path.dirname(root.real(rel)), rel) for rel, _text in files)
+    for folder, rel in folders.items():  # a path that cannot be written inside the root fails before any write
+        if not os.path.isdir(folder):
             raise _err(errno.ENOENT, "%s resolves to no folder inside the root" % rel)
     staging, pending = _run_file(root, _STAGING_NAME), _run_file(root, _PENDING_NAME)
-    _unlink(staging)
-    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         os.write(fd, json.dumps([[rel, text] for rel, text in files]).encode("utf-8"))
     finally:
