@@ -83,7 +83,7 @@ def real_roots(quick: bool) -> tuple[list[tuple[str, Path]], list[str]]:
 
 
 def simulated_roots(workdir: Path) -> list[tuple[str, Path]]:
-    from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+    from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
     roots = []
     for spec in sorted((REPO / "inventories" / "lab" / "specs").glob("*.yml")):

@@ -100,8 +100,8 @@ def lab_mi300x() -> tuple[str, dict] | None:
     if not specs:
         return None
     try:
-        from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
         from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+        from ansible_collections.nodetune.lab.plugins.module_utils import simnode
     except ImportError:
         return None
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,9 +11,9 @@ Options: ``--only fleet,discovery,planner``, ``--nodes 1,8,32,64``, ``--repeat N
 
 Each part compares side by side in one run, interleaved, medians of several runs, ratios rather than absolute
 times (the machines are shared and noisy); the load average is printed before each part. The last lines are
-the ratio lines with their targets (issue 8):
+the ratio lines with their targets (issues 8 and 13):
 
-- ``ratio fleet[...]``: site.yml <= 4x and a no-op rerun <= 3x a one-task ping playbook over the same nodes;
+- ``ratio fleet[...]``: site.yml <= 2.5x and a no-op rerun <= 1.5x a one-task ping playbook (issue 13);
 - ``ratio discovery ...``: ``nodetune discover --root DIR --json`` <= 2x ``lstopo --input DIR``;
 - ``ratio planner ...``: plan() under 50 ms at 1,152 CPUs and ~4,000 IRQs, growing linearly.
 """

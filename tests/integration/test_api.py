@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 import nodetune
 from tests.integration.test_playbooks import small_spec
@@ -54,7 +54,7 @@ def inventory_for(root: Path, **host_vars: Any) -> dict[str, Any]:
     return {"all": {
         "hosts": {"node1": {"nodetune_root": str(root), **host_vars}},
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                 **LAB_TUNING}}}
+                 "nodetune_lab_backend": "simulated", **LAB_TUNING}}}
 
 
 def test_apply_check_apply_drift_verify_revert(node: Path) -> None:

@@ -38,8 +38,8 @@ def test_quick_run_prints_every_ratio_line(tmp_path: Path) -> None:
     assert "load average" in summary
 
     expected = [
-        rf"ratio fleet\[stock\] N=1 site: {NUMBER}x ping wall, {NUMBER}x ping CPU \(target <= 4x\): {VERDICT}",
-        rf"ratio fleet\[stock\] N=1 site \(no-op\): {NUMBER}x ping wall, {NUMBER}x ping CPU \(target <= 3x\): "
+        rf"ratio fleet\[stock\] N=1 site: {NUMBER}x ping wall, {NUMBER}x ping CPU \(target <= 2.5x\): {VERDICT}",
+        rf"ratio fleet\[stock\] N=1 site \(no-op\): {NUMBER}x ping wall, {NUMBER}x ping CPU \(target <= 1.5x\): "
         rf"{VERDICT}",
         rf"ratio discovery simulated mi250: {NUMBER}x lstopo wall, {NUMBER}x lstopo CPU \(target <= 2x\): {VERDICT}",
         rf"ratio discovery simulated mi300x: {NUMBER}x lstopo wall, {NUMBER}x lstopo CPU \(target <= 2x\): {VERDICT}",

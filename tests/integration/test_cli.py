@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from nodetune.api import TaskEvent
 from nodetune.cli import main
@@ -29,6 +29,7 @@ NUMA_BALANCING = "proc/sys/kernel/numa_balancing"
 # BIOS-level and health checks report the simulated hardware itself (IOMMU, SMT in the BIOS): left out here so
 # that a freshly tuned node verifies clean and exit code 0 can be seen.
 QUIET_CHECKS = ["-e", "nodetune_bios_check_enabled=false", "-e", "nodetune_health_enabled=false"]
+LAB = ["-e", "nodetune_lab_backend=simulated"]  # a simulated node: the lab says so, the node does not
 
 
 @pytest.fixture(scope="module")
@@ -52,29 +53,29 @@ def run_json(capsys: pytest.CaptureFixture[str], *words: str) -> tuple[int, dict
 def test_apply_verify_drift_revert_exit_codes(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pristine = tree_digest(node)
 
-    code, planned = run_json(capsys, "apply", "--root", str(node), "--check", "--json")
+    code, planned = run_json(capsys, "apply", "--root", str(node), "--check", "--json", *LAB)
     assert code == 2, "apply --check must exit 2 when something would change"
     host = next(iter(planned["nodes"]))
     assert host == "cli-node" and planned["check"] is True
     assert any(s["id"] == "cpu.governor" for s in planned["nodes"][host]["settings"])
     assert tree_digest(node) == pristine
 
-    assert main(["apply", "--root", str(node)]) == 0
+    assert main(["apply", "--root", str(node), *LAB]) == 0
     tables = capsys.readouterr().out
     assert "cpu.governor" in tables and "cpu0-63" in tables  # grouped rows, compressed targets
 
-    code, clean = run_json(capsys, "verify", "--root", str(node), "--json", *QUIET_CHECKS)
+    code, clean = run_json(capsys, "verify", "--root", str(node), "--json", *QUIET_CHECKS, *LAB)
     assert code == 0 and clean["nodes"][host]["status"] == "ok", clean["nodes"][host]["notes"]
 
     balancing = (node / NUMA_BALANCING).read_text()
     (node / NUMA_BALANCING).write_text("1\n")
-    code, drifted = run_json(capsys, "verify", "--root", str(node), "--json", *QUIET_CHECKS)
+    code, drifted = run_json(capsys, "verify", "--root", str(node), "--json", *QUIET_CHECKS, *LAB)
     assert code == 2
     drift = [f for f in drifted["nodes"][host]["findings"] if f["status"] == "drift"]
     assert [(f["id"], f["actual"]) for f in drift] == [("sysctl.kernel.numa_balancing", "1")]
     (node / NUMA_BALANCING).write_text(balancing)
 
-    assert main(["revert", "--root", str(node)]) == 0
+    assert main(["revert", "--root", str(node), *LAB]) == 0
     assert tree_digest(node) == pristine
 
 
@@ -83,7 +84,7 @@ def test_fleet_discover_picture_and_unknown_host(node: Path, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {"n1": {
-        "nodetune_root": str(node), "ansible_connection": "local",
+        "nodetune_root": str(node), "ansible_connection": "local", "nodetune_lab_backend": "simulated",
         "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))
     code, found = run_json(capsys, "discover", "-i", str(inventory), "--json")
     assert code == 0 and found["nodes"]["n1"]["topology"]["gpus"]

@@ -97,6 +97,10 @@ def test_built_collection_installs_and_runs_site_from_an_empty_collections_path(
     env = isolated_env(work, collections)
     install = run(["ansible-galaxy", "collection", "install", str(tarball), "-p", str(collections)], work, env)
     assert install.returncode == 0, install.stdout + install.stderr
+    # the simulated node below needs the lab collection (not shipped with nodetune.instinct), installed beside it
+    lab = run(["ansible-galaxy", "collection", "install", str(REPO / "collection/ansible_collections/nodetune/lab"),
+               "-p", str(collections)], work, env)
+    assert lab.returncode == 0, lab.stdout + lab.stderr
     listed = run(["ansible-galaxy", "collection", "list", "nodetune.instinct", "--format", "json"], work, env)
     assert listed.returncode == 0, listed.stderr
     assert list(json.loads(listed.stdout)) == [str(collections / "ansible_collections")]
@@ -107,6 +111,7 @@ def test_built_collection_installs_and_runs_site_from_an_empty_collections_path(
     inventory = work / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gnode": {
         "nodetune_sim_spec": str(spec), "nodetune_root": str(node), "nodetune_report_dir": str(work / "reports"),
+        "nodetune_lab_backend": "simulated",
         "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}))
     site = run(["ansible-playbook", "-i", str(inventory), "nodetune.instinct.site"], work, env)
     assert site.returncode == 0, site.stdout[-5000:] + site.stderr[-2000:]

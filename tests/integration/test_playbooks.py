@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_engine import tree_digest
 
@@ -49,7 +49,8 @@ def write_inventory(folder: Path, hosts: dict[str, dict[str, Any]]) -> Path:
     (group_vars / "reports.yml").write_text(yaml.safe_dump({"nodetune_report_dir": str(folder / "reports")}))
     inventory = {"all": {"children": {"lab": {
         "hosts": hosts,
-        "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}}}
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                 "nodetune_lab_backend": "simulated"}}}}}
     path = folder / "hosts.yml"
     path.write_text(yaml.safe_dump(inventory))
     return path

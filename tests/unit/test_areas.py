@@ -20,9 +20,9 @@ from ansible_collections.nodetune.instinct.plugins.module_utils import areas as 
 from ansible_collections.nodetune.instinct.plugins.module_utils import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.services import SimServices
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
 from ansible_collections.nodetune.instinct.plugins.module_utils.tuning import AREAS, desired_settings
+from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 
 from tests.unit.test_engine import tree_digest
 

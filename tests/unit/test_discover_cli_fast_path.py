@@ -90,7 +90,7 @@ def test_unserialisable_values_fail_as_json_dumps_does() -> None:
 
 
 def test_topologies_encode_as_json_dumps(tmp_path: Path) -> None:
-    from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+    from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
     simnode.build(str(REPO / "inventories/lab/specs/mi300x.yml"), str(tmp_path / "node"))
     topologies = [discover(str(tmp_path / "node"))]
@@ -104,7 +104,7 @@ def test_topologies_encode_as_json_dumps(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------- whole process
 def test_plain_path_prints_the_topology_and_imports_no_parser(tmp_path: Path) -> None:
-    from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+    from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
     node = tmp_path / "node"
     simnode.build(str(REPO / "inventories/lab/specs/mi250.yml"), str(node))

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import InvalidValueError, Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.services import SimServices
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     CHOICE,
     FILE,
@@ -20,6 +19,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     Setting,
     SettingError,
 )
+from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 
 
 def tree_digest(path: Path) -> dict[str, str]:

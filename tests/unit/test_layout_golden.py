@@ -65,8 +65,8 @@ def digest(layout: dict) -> dict:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     try:
-        from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
         from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+        from ansible_collections.nodetune.lab.plugins.module_utils import simnode
     except ImportError as exc:
         pytest.skip(f"the simulated-node generator or discovery is not available yet ({exc})")
     missing = [n for n in NODES if not (SPECS / f"{n}.yml").is_file()]

@@ -22,13 +22,15 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas, engine, node, rank_bind, simnode, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas, engine, node, rank_bind, verify
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist, parse_cpulist
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_engine import tree_digest
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 # The area's own variables with their declared defaults (the role's defaults also carry the common ones).
 DEFAULTS = {name: areas.defaults("rocm_env")[name] for name in areas.area_variables("rocm_env")}
 CONFIG = dict(DEFAULTS, nodetune_rocm_profile="multi_node_stable", nodetune_rocm_env={"NCCL_MIN_NCHANNELS": 112})

@@ -28,15 +28,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import audit, engine, node, simnode, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils import audit, engine, node, verify
 from ansible_collections.nodetune.instinct.plugins.module_utils.bios import BiosConfigError
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import WaiverError
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpumask
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import InvalidValueError, NodeFileError, Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.services import SimServices
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting, SettingError
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
+from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 
 from tests.unit.test_verify_module import AREAS, SPEC
+
+pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 
 FIGURES: dict[str, int] = collections.Counter()
 # the size of each family when the whole file runs (the summary checks that each ran in full)

@@ -1,4 +1,4 @@
-"""The nodetune.instinct.sim_node module: idempotent builds, check mode, reboot, removal, clear failures.
+"""The nodetune.lab.sim_node module: idempotent builds, check mode, reboot, removal, clear failures.
 
 The module runs the way Ansible runs it (a separate Python process reading its arguments from a JSON file), and
 playbooks/lab.yml is run once through ansible-playbook with a throw-away inventory.
@@ -19,7 +19,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 COLLECTION = REPO / "collection"
-MODULE = COLLECTION / "ansible_collections/nodetune/instinct/plugins/modules/sim_node.py"
+MODULE = COLLECTION / "ansible_collections/nodetune/lab/plugins/modules/sim_node.py"
 SPECS = REPO / "inventories/lab/specs"
 
 SPEC = {
@@ -166,11 +166,11 @@ def test_lab_playbook_builds_hosts_with_a_spec_and_is_idempotent(where):
     first = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO / "playbooks", timeout=600,
                            check=False)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "sim-a                      : ok=1    changed=1" in first.stdout
+    assert "sim-a                      : ok=2    changed=1" in first.stdout  # the role's include, its build
     assert "plain-b                    : ok=0    changed=0    unreachable=0    failed=0    skipped=1" in first.stdout
     assert (where / "sim-a/sys/class/kfd/kfd/topology/nodes").is_dir() and not (where / "plain-b").exists()
     second = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False)
-    assert second.returncode == 0 and "sim-a                      : ok=1    changed=0" in second.stdout
+    assert second.returncode == 0 and "sim-a                      : ok=2    changed=0" in second.stdout
 
 
 @pytest.mark.slow
@@ -179,7 +179,7 @@ def test_ansible_doc_renders_the_module():
     if not os.path.exists(ansible_doc):
         pytest.skip("ansible-doc is not installed next to this Python")
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTION), ANSIBLE_NOCOLOR="1")
-    done = subprocess.run([ansible_doc, "-t", "module", "nodetune.instinct.sim_node"], capture_output=True,
+    done = subprocess.run([ansible_doc, "-t", "module", "nodetune.lab.sim_node"], capture_output=True,
                           text=True, env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert "simulated node" in done.stdout and "rebooted" in done.stdout and "EXAMPLES" in done.stdout

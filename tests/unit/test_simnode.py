@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpulist, parse_cpumask
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests import realdata
 
@@ -512,7 +512,7 @@ def test_irqbalance_installed_enabled_and_running(lab, name, config):
 
 
 def test_services_layer_reads_the_simulated_irqbalance(tiny):
-    services = pytest.importorskip("ansible_collections.nodetune.instinct.plugins.module_utils.services")
+    services = pytest.importorskip("ansible_collections.nodetune.lab.plugins.module_utils.simservices")
     rootfs = pytest.importorskip("ansible_collections.nodetune.instinct.plugins.module_utils.rootfs")
     sim = services.SimServices(rootfs.Root(str(tiny)))
     assert sim.installed("irqbalance.service")

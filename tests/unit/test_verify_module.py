@@ -19,15 +19,17 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas as declaration
-from ansible_collections.nodetune.instinct.plugins.module_utils import bios, engine, health, node, simnode, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils import bios, engine, health, node, verify
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import apply_waivers, validate_waivers
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.services import SimServices
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
+from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.test_engine import tree_digest
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 AREA_ROLES = ("smt", "cpu", "irq_affinity", "infiniband", "nvme", "sysctl", "rocm_env")
 
 SPEC = {
@@ -186,7 +188,8 @@ def adhoc(module: str, args: dict, check: bool = False) -> tuple[int, dict]:
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / "collection"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     argv = ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-e",
-            f"ansible_python_interpreter={sys.executable}", "-m", module, "-a", json.dumps(args)]
+            f"ansible_python_interpreter={sys.executable}", "-e", "nodetune_lab_backend=simulated",
+            "-m", module, "-a", json.dumps(args)]
     proc = subprocess.run(argv + (["--check"] if check else []), capture_output=True, text=True, env=env, cwd=REPO,
                           timeout=300)
     head, sep, body = proc.stdout.partition(" => ")

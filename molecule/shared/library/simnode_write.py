@@ -50,9 +50,10 @@ after:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.services import SimServices
-from ansible_collections.nodetune.instinct.plugins.module_utils.simnode import MARKER
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
+from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
+from ansible_collections.nodetune.lab.plugins.module_utils.simnode import MARKER
+from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 
 
 def main():
@@ -67,7 +68,7 @@ def main():
     path = module.params["root"]
     if not os.path.isfile(os.path.join(path, MARKER)):
         module.fail_json(msg=f"{path} is not a simulated node (no {MARKER})")
-    root = Root(path)
+    root = sim_root(path)
     before, after = {}, {}
     try:
         for item in module.params["writes"]:

@@ -28,6 +28,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.lab_backend import module_for
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import finish_audit
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.role_variables import (
     ALL_TAGS,
@@ -95,8 +96,8 @@ class ActionModule(ActionBase):
             and not self._task.async_val
         if compact:
             args["verify"]["findings_format"] = "json"
-        result.update(self._execute_module(module_name=self.MODULE_NAME, module_args=args,
-                                           task_vars=task_vars))
+        module_name = module_for(self.MODULE_NAME, task_vars, self._templar)  # a lab node: nodetune.lab's
+        result.update(self._execute_module(module_name=module_name, module_args=args, task_vars=task_vars))
         if isinstance(result.get("verify"), dict):
             # The findings stay one JSON text in the registered result (verify.findings; the report files and the
             # fleet reports decode it): carried as dicts they cost Ansible more controller CPU than the audit.

@@ -39,6 +39,7 @@ from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files imp
     finish_audit,
     write_report,
 )
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.lab_backend import module_for
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.role_variables import (
     RoleVariables,
     RoleVariablesError,
@@ -85,7 +86,8 @@ class ActionModule(ActionBase):
         compact = "findings_format" not in args and not self._task.async_val  # async_status would see the text
         if compact:
             args["findings_format"] = "json"
-        result.update(self._execute_module(module_name=self.MODULE_NAME, module_args=args, task_vars=task_vars))
+        module_name = module_for(self.MODULE_NAME, task_vars, self._templar)  # a lab node: nodetune.lab's
+        result.update(self._execute_module(module_name=module_name, module_args=args, task_vars=task_vars))
         if compact:
             expand_findings(result)
         finish_audit(result, result, controller)

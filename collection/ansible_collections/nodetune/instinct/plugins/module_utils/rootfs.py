@@ -22,7 +22,7 @@ import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
-    from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+    from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 _MAX_SYMLINKS = 40
 CPU_DIR = "sys/devices/system/cpu"
@@ -32,6 +32,22 @@ def number_suffix(name: str, prefix: str) -> Optional[int]:
     """``n`` where ``name`` is ``prefix`` then ASCII digits (``cpu12`` -> 12), else None."""
     digits = name[len(prefix):] if name.startswith(prefix) else ""
     return int(digits) if digits and all("0" <= c <= "9" for c in digits) else None
+
+
+_default_backend: Optional[Any] = None
+
+
+def use_backend(backend: Optional[Any]) -> None:
+    """The write backend of every Root created without one from now on in this process (None: the node's kernel).
+
+    A backend has ``attach(root)``, ``write(root, rel, value)`` (raising OSError like the kernel) and
+    ``services(root)``. Only the lab sets one (nodetune.lab's modules install its simulated kernel): the
+    production modules never import it, and a file on the node never selects it.
+    """
+    global _default_backend
+    _default_backend = backend
+
+
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
 
@@ -117,7 +133,7 @@ class Root(object):
     ``Root('/tmp/node').read('sys/devices/system/cpu/online')`` reads ``/tmp/node/sys/...``.
     """
 
-    def __init__(self, path: str = "/") -> None:
+    def __init__(self, path: str = "/", backend: Optional[Any] = None) -> None:
         if not isinstance(path, str) or not path:
             raise RootError("nodetune_root must be a non-empty path, got %r" % (path,))
         if "\x00" in path:
@@ -132,14 +148,17 @@ class Root(object):
                             % (path,), path)
         self.path = real
         self.is_host = real == "/"
-        # A simulated node (simnode.py) answers writes like a kernel would (simkernel.py).
-        self.simulated = not self.is_host and os.path.isfile(os.path.join(real, ".nodetune-simnode.json"))
+        # Who answers writes to kernel attributes: None is the node's own kernel. The lab passes its simulated
+        # kernel explicitly (nodetune.lab); nothing found on the node ever selects it.
+        self.backend = backend if backend is not None else _default_backend
         # Resolved directories (relative components -> relative real path); sysfs walks reuse prefixes a lot.
         self._dir_cache: Dict[str, str] = {}
         # Directories as callers name them (lexical, may contain links) -> resolved inner path. Filled by
         # _dir() and, for free, by subdirs() from the d_type of each entry, so that a walk over thousands of
         # /proc/irq/N directories resolves nothing link by link.
         self._resolved_dirs: Dict[str, str] = {}
+        if self.backend is not None:
+            self.backend.attach(self)
 
     def __repr__(self) -> str:
         return "Root(%r)" % self.path
@@ -493,16 +512,12 @@ class Root(object):
             raise _classify(exc, clean, "writing", value) from None
         if stat.S_ISREG(st.st_mode) and not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
             raise _classify(OSError(errno.EPERM, "read-only attribute"), clean, "writing", value) from None
-        if self.simulated:
-            from ansible_collections.nodetune.instinct.plugins.module_utils import simkernel
-
-            try:
-                simkernel.write(self, clean, value)
-            except OSError as exc:
-                raise _classify(exc, clean, "writing", value) from None
-            return
         try:
-            fd = os.open(target, os.O_WRONLY | os.O_TRUNC)
+            if self.backend is not None:
+                self.backend.write(self, clean, value)
+                return
+            # O_NOFOLLOW: target is resolved inside the root; a link swapped in since is not followed out of it.
+            fd = os.open(target, os.O_WRONLY | os.O_TRUNC | _NOFOLLOW)
             try:
                 os.write(fd, value.encode("utf-8"))
             finally:

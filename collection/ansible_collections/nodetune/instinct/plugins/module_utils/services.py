@@ -1,24 +1,19 @@
 # -*- coding: utf-8 -*-
 # Copyright: nodetune contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Service state (irqbalance, nodetune-restore) for real and simulated nodes.
+"""Service state (irqbalance, nodetune-restore) of a node.
 
 A service Setting's value lists the wanted properties, ``"active=no,enabled=no"`` or just ``"enabled=yes"``;
 only the listed properties are compared, so a oneshot unit that should merely be enabled is not reported as
 drift when it has (or has not) run.
 
 On a real node (root ``/``) systemd is asked through ``systemctl`` with fixed argument lists (never a shell).
-A simulated node keeps the same facts as files, the way systemd itself lays them out:
-enabled = ``etc/systemd/system/multi-user.target.wants/<unit>`` exists (a symlink to the unit file);
-active = ``run/systemd/units/invocation:<unit>`` exists.
+A root whose write backend keeps its own services (the lab's simulated nodes, nodetune.lab) answers through it.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import zlib
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 UNIT_DIRS = ("etc/systemd/system", "usr/lib/systemd/system", "lib/systemd/system")
@@ -44,56 +39,6 @@ def format_state(state: Dict[str, str], keys: Optional[Sequence[str]] = None) ->
 def check_unit(unit: str) -> None:
     if not _UNIT.match(unit or ""):
         raise ValueError("service name %r is not valid: expected a systemd unit such as 'irqbalance.service'" % unit)
-
-
-class SimServices(object):
-    """Service state of a simulated node, kept as files under its root."""
-
-    def __init__(self, root) -> None:
-        self.root = root
-
-    def installed(self, unit: str) -> bool:
-        return any(self.root.exists("%s/%s" % (d, unit)) for d in UNIT_DIRS)
-
-    def invocation_id(self, unit: str) -> str:
-        """The target of ``run/systemd/units/invocation:<unit>``, as the simulated node was built with it.
-
-        systemd links that name to the unit's invocation id; simnode derives the id from the host name (crc32 of
-        ``<hostname>/invocation``, see simnode._emit_run), so a service started again here gets back the very link
-        the node booted with, and a revert leaves the tree byte-identical.
-        """
-        try:
-            hostname = json.loads(self.root.read(".nodetune-simnode.json", strip=False) or "{}")["spec"]["hostname"]
-        except (ValueError, KeyError, TypeError):
-            hostname = "localhost"
-        text = hostname + "/invocation" + ("" if unit == "irqbalance.service" else "/" + unit)
-        value = (zlib.crc32(text.encode()) << 32) | zlib.crc32((text + "#").encode())
-        return "%032x" % (value & ((1 << 64) - 1))
-
-    def state(self, unit: str) -> Dict[str, str]:
-        check_unit(unit)
-        enabled = os.path.lexists(self.root.real(WANTS) + "/" + unit)
-        active = os.path.lexists(self.root.real(RUN_UNITS) + "/invocation:" + unit)
-        return {"enabled": "yes" if enabled else "no", "active": "yes" if active else "no"}
-
-    def set_state(self, unit: str, wanted: Dict[str, str]) -> None:
-        check_unit(unit)
-        if "enabled" in wanted:
-            link = self.root.real(WANTS) + "/" + unit
-            if wanted["enabled"] == "yes" and not os.path.lexists(link):
-                os.makedirs(os.path.dirname(link), exist_ok=True)
-                target = next(("/%s/%s" % (d, unit) for d in UNIT_DIRS
-                               if self.root.exists("%s/%s" % (d, unit))), "/etc/systemd/system/" + unit)
-                os.symlink(target, link)
-            elif wanted["enabled"] == "no" and os.path.lexists(link):
-                os.unlink(link)
-        if "active" in wanted:
-            flag = self.root.real(RUN_UNITS) + "/invocation:" + unit
-            if wanted["active"] == "yes" and not os.path.lexists(flag):
-                os.makedirs(os.path.dirname(flag), exist_ok=True)
-                os.symlink(self.invocation_id(unit), flag)
-            elif wanted["active"] == "no" and os.path.lexists(flag):
-                os.unlink(flag)
 
 
 class SystemdServices(object):
@@ -133,9 +78,10 @@ class SystemdServices(object):
 
 
 def for_root(root, run_command: Optional[Callable] = None):
-    """The service manager for a root: systemd on a real node, files on a simulated one, else None."""
-    if getattr(root, "simulated", False):
-        return SimServices(root)
+    """The service manager for a root: its write backend's (the lab's), systemd on a real node, else None."""
+    backend = getattr(root, "backend", None)
+    if backend is not None:
+        return backend.services(root)
     if getattr(root, "is_host", False) and run_command is not None:
         return SystemdServices(run_command)
     return None

@@ -22,7 +22,7 @@ also does what the boot itself does with persistent files: systemd-sysctl applie
 ``ATTR{}`` assignments of ``etc/udev/rules.d`` to block devices, ``options nvme`` in ``etc/modprobe.d`` sets the
 NVMe queue count and depth at driver load, and irqbalance runs iff it is enabled.
 
-Simulated service state (the representation ``services.py`` reads and writes):
+Simulated service state (the representation ``simservices.py`` reads and writes):
 ``usr/lib/systemd/system/irqbalance.service`` = installed; the symlink
 ``etc/systemd/system/multi-user.target.wants/irqbalance.service`` = enabled; the link
 ``run/systemd/units/invocation:irqbalance.service`` (as systemd keeps it) = running, together with a
@@ -30,8 +30,9 @@ Simulated service state (the representation ``services.py`` reads and writes):
 process entry) and disables it by removing the ``wants`` link; the next :func:`reboot` starts it again iff the
 ``wants`` link exists.
 
-The tree's root holds ``.nodetune-simnode.json`` (the normalised spec); ``rootfs.Root`` recognises simulated nodes
-by it and ``simkernel.py`` then emulates kernel side effects of writes.
+The tree's root holds ``.nodetune-simnode.json`` (the normalised spec), for this module only. ``simkernel.py``
+emulates the kernel side effects of writes for a Root given its backend explicitly (the lab says so; the marker
+never does).
 
 Spec (YAML or a dict; every key optional unless marked; unknown keys are errors)::
 
@@ -79,8 +80,8 @@ import tempfile
 import zlib
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.simboot import run_boot_restore
+from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
+from ansible_collections.nodetune.lab.plugins.module_utils.simboot import run_boot_restore
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
     format_cpulist,
@@ -2500,7 +2501,7 @@ def reboot(dest: str, check_only: bool = False) -> Dict[str, Any]:
     restore = {"ran": False, "applied": 0, "failed": []}
     if not check_only:
         # systemd then starts the enabled units: nodetune-restore replays the runtime tuning (simboot.py).
-        restore = run_boot_restore(Root(real))
+        restore = run_boot_restore(sim_root(real))
     return {"dest": real, "changed": changes, "applied": boot.get("applied", []), "notes": boot.get("notes", []),
             "check_only": check_only, "boot_restore": restore}
 

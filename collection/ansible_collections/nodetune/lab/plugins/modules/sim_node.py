@@ -78,12 +78,12 @@ notes:
 
 EXAMPLES = r"""
 - name: Build the lab's MI300X node under ./lab/mi300x-01
-  nodetune.instinct.sim_node:
+  nodetune.lab.sim_node:
     spec_file: inventories/lab/specs/mi300x.yml
     dest: "{{ playbook_dir }}/../lab/mi300x-01"
 
 - name: Build a small node from an inline spec
-  nodetune.instinct.sim_node:
+  nodetune.lab.sim_node:
     dest: /tmp/nodes/tiny
     spec:
       name: tiny
@@ -97,12 +97,12 @@ EXAMPLES = r"""
         - {model: PM1733, bdf: "0000:41:00.0"}
 
 - name: Simulate a reboot (runtime files back to boot values, persistent config applied)
-  nodetune.instinct.sim_node:
+  nodetune.lab.sim_node:
     dest: /tmp/nodes/tiny
     state: rebooted
 
 - name: Remove the simulated node
-  nodetune.instinct.sim_node:
+  nodetune.lab.sim_node:
     dest: /tmp/nodes/tiny
     state: absent
 """
@@ -161,7 +161,7 @@ boot_restore:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 
 def _present(module, dest, spec_source):

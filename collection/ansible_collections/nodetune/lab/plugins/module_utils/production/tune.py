@@ -1,0 +1,1 @@
+../../../../instinct/plugins/modules/tune.py

@@ -1,0 +1,446 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""What the kernel does when a simulated node's attribute is written.
+
+A simulated node (a tree built by simnode.py) is plain files, so a write would otherwise just replace text. Real
+sysfs/procfs answer writes with side effects and refusals that nodetune must handle: choice files re-render the
+bracket, changing the I/O scheduler resets ``nr_requests``, ``vm.dirty_ratio`` zeroes ``vm.dirty_bytes``,
+``smt/control=off`` offlines siblings, EPP is locked (EBUSY) under the ``performance`` governor in amd-pstate active
+mode, out-of-range values fail with EINVAL. Emulating them here keeps the simulated nodes honest: a test that passes
+on them exercises the same ordering and error paths as a real node.
+Only :class:`~rootfs.Root` calls :func:`write`, and only for a root given this backend explicitly
+(``Root(path, backend=BACKEND)``, or :func:`install` in the lab's modules): nothing on the node selects it.
+
+Every file the simulated kernel reads or writes is resolved inside the root, like any other write of the root
+layer: a link in the tree never leads a write out of it. An update of several files (the CPU online/offline lists
+and each CPU's ``online``, an IRQ's four affinity files) is staged first in ``run/`` (:data:`PENDING`), so a run
+killed half way leaves the next run (and a simulated reboot, which empties ``run/``) a whole update, never half.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
+    ParseError,
+    format_cpulist,
+    format_cpumask,
+    parse_choice,
+    parse_cpulist,
+    parse_cpumask,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import (
+    NodeFileError,
+    Root,
+    RootError,
+    use_backend,
+)
+from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
+
+MARKER = ".nodetune-simnode.json"
+EPP_CACHED_SUFFIX = ".nodetune-epp-cached"  # amd-pstate's epp_cached, kept beside the EPP file
+SCHED_MAX_REQUESTS = 2048  # block/blk-mq-sched.c: the limit with an elevator
+DEFAULT_TAGS = 1023  # default NVMe hardware tag depth (io_queue_depth 1024 minus one)
+# A multi-file update staged before it is written; run/ is emptied by a (simulated) reboot, like a tmpfs.
+PENDING = "run/.nodetune-simkernel-pending.json"
+_PENDING_NAME = os.path.basename(PENDING)
+_STAGING_NAME = _PENDING_NAME + ".tmp"
+_CPU_DIR = "sys/devices/system/cpu"
+
+_CPU_ONLINE = re.compile(r"^sys/devices/system/cpu/cpu(\d+)/online$")
+_IRQ_FILE = re.compile(r"^proc/irq/(\d+)/(smp_affinity|smp_affinity_list)$")
+_QUEUE = re.compile(r"^(sys/(?:block|devices/.+)/[^/]+)/queue/(scheduler|nr_requests)$")
+_EPP = re.compile(r"^sys/devices/system/cpu/cpu(\d+)/cpufreq/energy_performance_preference$")
+_GOV = re.compile(r"^sys/devices/system/cpu/cpu(\d+)/cpufreq/scaling_governor$")
+_MTU = re.compile(r"^sys/(?:class/net/[^/]+|devices/.+/net/[^/]+)/mtu$")
+_DIRTY_PAIRS = {
+    "proc/sys/vm/dirty_ratio": "proc/sys/vm/dirty_bytes",
+    "proc/sys/vm/dirty_bytes": "proc/sys/vm/dirty_ratio",
+    "proc/sys/vm/dirty_background_ratio": "proc/sys/vm/dirty_background_bytes",
+    "proc/sys/vm/dirty_background_bytes": "proc/sys/vm/dirty_background_ratio",
+}
+
+
+class SimKernel(object):
+    """The root layer's write backend of a simulated node: its kernel, and its systemd (files under the root)."""
+
+    def attach(self, root: Root) -> None:
+        if root.is_host:
+            raise RootError("the simulated kernel (nodetune_lab_backend: simulated) is for lab nodes; it never "
+                            "writes to '/'", root.path)
+        recover(root)
+
+    def write(self, root: Root, rel: str, value: str) -> None:
+        write(root, rel, value)
+
+    def services(self, root: Root) -> SimServices:
+        return SimServices(root)
+
+
+BACKEND = SimKernel()
+
+
+def install() -> None:
+    """Every Root this process creates from now on is a simulated node (the lab's modules, before the production
+    module's main)."""
+    use_backend(BACKEND)
+
+
+def sim_root(path: str) -> Root:
+    """A simulated node's root, its writes answered by the simulated kernel."""
+    return Root(path, backend=BACKEND)
+
+
+def _err(code: int, why: str) -> OSError:
+    return OSError(code, "%s (simulated kernel: %s)" % (os.strerror(code), why))
+
+
+def _read(root: Root, rel: str) -> Optional[str]:
+    """A file's text (resolved inside the root), None where absent or unreadable."""
+    return root.read(rel, strip=False)
+
+
+def _exists(root: Root, rel: str) -> bool:
+    return root.exists(rel)
+
+
+def _put(root: Root, rel: str, text: str) -> None:
+    """Write one file in place, resolved inside the root; the last component is never followed as a link."""
+    fd = os.open(root.real(rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+_RUN_DIRS: Dict[str, str] = {}  # root path -> its resolved run/ (made once per process and root)
+
+
+def _run_file(root: Root, name: str) -> str:
+    """Host path of the simulated kernel's own file ``run/<name>`` (the name itself is never followed)."""
+    run = _RUN_DIRS.get(root.path)
+    if run is None:
+        run = root.real("run")
+        os.makedirs(run, exist_ok=True)
+        _RUN_DIRS[root.path] = run
+    return os.path.join(run, name)
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _put_all(root: Root, files: Sequence[Tuple[str, str]]) -> None:
+    """Write several files as one update: staged in :data:`PENDING` first, so a kill leaves all of it to
+    :func:`recover`, never a part."""
+    if len(files) == 1:
+        _put(root, files[0][0], files[0][1])
+        return
+    folders = dict((os.path.dirname(root.real(rel)), rel) for rel, _text in files)
+    for folder, rel in folders.items():  # a path that cannot be written inside the root fails before any write
+        if not os.path.isdir(folder):
+            raise _err(errno.ENOENT, "%s resolves to no folder inside the root" % rel)
+    staging, pending = _run_file(root, _STAGING_NAME), _run_file(root, _PENDING_NAME)
+    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.write(fd, json.dumps([[rel, text] for rel, text in files]).encode("utf-8"))
+    finally:
+        os.close(fd)
+    os.replace(staging, pending)
+    try:
+        for rel, text in files:
+            _put(root, rel, text)
+    except OSError:
+        _unlink(pending)  # refused, and the caller sees the error: never replayed
+        raise
+    _unlink(pending)
+
+
+def recover(root: Root) -> List[str]:
+    """Finish the multi-file update a killed run left staged; returns the files written again."""
+    if not root.isdir("run"):
+        return []
+    _unlink(_run_file(root, _STAGING_NAME))  # killed while staging: the update never began
+    pending = _run_file(root, _PENDING_NAME)
+    try:
+        fd = os.open(pending, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return []
+    except OSError:
+        fd = -1  # a link: not one of ours
+    files: List[Tuple[str, str]] = []
+    if fd >= 0:
+        try:
+            with os.fdopen(fd, "rb") as handle:
+                files = [(str(rel), str(value)) for rel, value in json.loads(handle.read().decode("utf-8"))]
+        except (ValueError, TypeError):
+            files = []  # staged whole and renamed, so never partial: not one of ours
+    done = []
+    for rel, value in files:
+        try:
+            _put(root, rel, value)
+            done.append(rel)
+        except (OSError, NodeFileError):
+            pass  # it failed when staged too: that run reported it
+    _unlink(pending)
+    return done
+
+
+def kernel_cpumask(cpus: List[int], nr_cpu_ids: int) -> str:
+    """A cpumask as the kernel prints it (``%*pb``): ceil(nr_cpu_ids / 4) hex digits, a comma every 8 from the
+    right (``0001`` on a 16-CPU node, ``ff,ffffffff`` for 40 CPUs)."""
+    words = format_cpumask(cpus, nr_cpus=nr_cpu_ids).split(",")
+    if len(words) == (nr_cpu_ids + 31) // 32:  # else a CPU beyond nr_cpu_ids: shown whole, not cut
+        words[0] = words[0][-(((nr_cpu_ids % 32) + 3) // 4 or 8):]
+    return ",".join(words)
+
+
+def effective_cpu(irq: int, cpus: List[int]) -> Optional[int]:
+    """The CPU the simulated IRQ matrix allocator picks from an affinity list (deterministic spread)."""
+    if not cpus:
+        return None
+    return cpus[irq % len(cpus)]
+
+
+def write(root, rel: str, value: str) -> None:
+    """Write ``value`` to the simulated attribute ``rel`` (relative to the root) like the kernel would."""
+    value = value.strip()
+    current = _read(root, rel)
+    if current is not None:
+        active, options = parse_choice(current)
+        if len(options) > 1 and "[" in current:
+            if value not in options:
+                raise _err(errno.EINVAL, "%r is not one of %s" % (value, " ".join(options)))
+            _put(root, rel, " ".join("[%s]" % o if o == value else o for o in options) + "\n")
+            match = _QUEUE.match(rel)
+            if match and match.group(2) == "scheduler" and value != active:
+                _reset_nr_requests(root, match.group(1), value)
+            return
+    for handler in (_cpu_online, _smt_control, _irq, _queue, _epp, _governor, _mtu, _dirty):
+        if handler(root, rel, value):
+            return
+    _put(root, rel, value + "\n")
+
+
+# ------------------------------------------------------------------------------------------ CPU hotplug / SMT
+def _online_set(root) -> List[int]:
+    return parse_cpulist(_read(root, _CPU_DIR + "/online") or "")
+
+
+def _set_online(root, cpus: List[int], also: Sequence[Tuple[str, str]] = ()) -> None:
+    """The online and offline lists and each changed CPU's ``online`` (with ``also``), as one update."""
+    present = parse_cpulist(_read(root, _CPU_DIR + "/present") or "") or sorted(cpus)
+    before = set(_online_set(root))
+    online = sorted(set(cpus))
+    files = list(also)
+    files.append((_CPU_DIR + "/online", format_cpulist(online) + "\n"))
+    files.append((_CPU_DIR + "/offline", format_cpulist(sorted(set(present) - set(online))) + "\n"))
+    # Only the CPUs whose state changes (as the kernel does): rewriting every cpuN/online on each of a few hundred
+    # offlines made a simulated apply spend seconds in open(2).
+    for cpu in sorted(before.symmetric_difference(online)):
+        path = _CPU_DIR + "/cpu%d/online" % cpu
+        if _exists(root, path):
+            files.append((path, ("1" if cpu in online else "0") + "\n"))
+    _put_all(root, files)
+
+
+def _siblings(root, cpu: int) -> List[int]:
+    text = _read(root, _CPU_DIR + "/cpu%d/topology/thread_siblings_list" % cpu)
+    try:
+        return parse_cpulist(text or "") or [cpu]
+    except ParseError:
+        return [cpu]
+
+
+def _cpu_online(root, rel: str, value: str) -> bool:
+    match = _CPU_ONLINE.match(rel)
+    if not match:
+        return False
+    cpu = int(match.group(1))
+    if value not in ("0", "1"):
+        raise _err(errno.EINVAL, "cpu%d/online takes 0 or 1" % cpu)
+    online = set(_online_set(root))
+    if value == "1":
+        control = (_read(root, _CPU_DIR + "/smt/control") or "").strip()
+        # An offline CPU has no topology/ on a real kernel: under SMT off such a CPU is a secondary thread
+        # (primaries stay online), so the kernel refuses it (cpu_smt_allowed()).
+        no_topology = not root.isdir(_CPU_DIR + "/cpu%d/topology" % cpu)
+        if control in ("off", "forceoff") and (no_topology or min(_siblings(root, cpu)) != cpu):
+            raise _err(errno.EPERM, "SMT is %s: secondary threads cannot be onlined" % control)
+        online.add(cpu)
+    else:
+        if len(online - {cpu}) == 0:
+            raise _err(errno.EBUSY, "cannot offline the last online CPU")
+        online.discard(cpu)
+    _set_online(root, sorted(online))
+    return True
+
+
+def _smt_control(root, rel: str, value: str) -> bool:
+    if rel != "sys/devices/system/cpu/smt/control":
+        return False
+    current = (_read(root, rel) or "").strip()
+    if current in ("notsupported", "notimplemented", "forceoff"):
+        raise _err(errno.EPERM, "smt/control is %s and cannot be changed" % current)
+    if value not in ("on", "off", "forceoff"):
+        raise _err(errno.EINVAL, "smt/control takes on, off or forceoff")
+    present = parse_cpulist(_read(root, _CPU_DIR + "/present") or "")
+    secondaries = [c for c in present if min(_siblings(root, c)) != c]
+    online = set(_online_set(root))
+    if value in ("off", "forceoff"):
+        online -= set(secondaries)
+    else:
+        online |= set(secondaries)
+    files = [(rel, value + "\n")]
+    active = _CPU_DIR + "/smt/active"
+    if _exists(root, active):
+        files.append((active, ("1" if value == "on" else "0") + "\n"))
+    _set_online(root, sorted(online), also=files)
+    return True
+
+
+# ------------------------------------------------------------------------------------------ IRQ affinity
+def _irq(root, rel: str, value: str) -> bool:
+    match = _IRQ_FILE.match(rel)
+    if not match:
+        return False
+    irq = int(match.group(1))
+    try:
+        cpus = parse_cpulist(value) if match.group(2) == "smp_affinity_list" else parse_cpumask(value)
+    except ParseError as exc:
+        raise _err(errno.EINVAL, str(exc)) from None
+    online = set(_online_set(root))
+    usable = [c for c in cpus if c in online]
+    if not usable:
+        raise _err(errno.EINVAL, "affinity %r has no online CPU" % value)
+    nr_cpu_ids = max(parse_cpulist(_read(root, _CPU_DIR + "/possible") or "") or cpus) + 1
+    base = "proc/irq/%d/" % irq
+    files = [(base + "smp_affinity_list", format_cpulist(cpus) + "\n"),
+             (base + "smp_affinity", kernel_cpumask(cpus, nr_cpu_ids) + "\n")]
+    if _exists(root, base + "effective_affinity_list"):
+        files.append((base + "effective_affinity_list", "%d\n" % effective_cpu(irq, usable)))
+    if _exists(root, base + "effective_affinity"):
+        files.append((base + "effective_affinity", kernel_cpumask([effective_cpu(irq, usable)], nr_cpu_ids) + "\n"))
+    _put_all(root, files)
+    return True
+
+
+# ------------------------------------------------------------------------------------------ block queues
+def _nr_tags(root, disk_dir: str) -> int:
+    text = _read(root, disk_dir + "/mq/0/nr_tags")
+    try:
+        return int((text or "").strip())
+    except ValueError:
+        return DEFAULT_TAGS
+
+
+def _reset_nr_requests(root, disk_dir: str, scheduler: str) -> None:
+    tags = _nr_tags(root, disk_dir)
+    value = tags if scheduler == "none" else 2 * min(tags, 128)
+    _put(root, disk_dir + "/queue/nr_requests", "%d\n" % value)
+
+
+def _queue(root, rel: str, value: str) -> bool:
+    match = _QUEUE.match(rel)
+    if not match or match.group(2) != "nr_requests":
+        return False
+    try:
+        wanted = int(value)
+    except ValueError:
+        raise _err(errno.EINVAL, "nr_requests takes an integer") from None
+    scheduler = parse_choice(_read(root, match.group(1) + "/queue/scheduler"))[0]
+    limit = _nr_tags(root, match.group(1)) if scheduler in (None, "none") else SCHED_MAX_REQUESTS
+    if wanted > limit:
+        raise _err(errno.EINVAL, "nr_requests %d exceeds %d with scheduler %s" % (wanted, limit, scheduler))
+    _put(root, rel, "%d\n" % max(wanted, 4))
+    return True
+
+
+# ------------------------------------------------------------------------------------------ cpufreq
+def _epp(root, rel: str, value: str) -> bool:
+    match = _EPP.match(rel)
+    if not match:
+        return False
+    cpufreq = os.path.dirname(rel)
+    governor = (_read(root, cpufreq + "/scaling_governor") or "").strip()
+    status = (_read(root, _CPU_DIR + "/amd_pstate/status") or "").strip()
+    if status == "active" and governor == "performance" and value not in ("performance", "0"):
+        raise _err(errno.EBUSY, "EPP is locked to performance under the performance governor")
+    available = (_read(root, cpufreq + "/energy_performance_available_preferences") or "").split()
+    if available and value not in available:
+        raise _err(errno.EINVAL, "EPP %r is not one of %s" % (value, " ".join(available)))
+    _put(root, rel, value + "\n")
+    return True
+
+
+def _governor(root, rel: str, value: str) -> bool:
+    match = _GOV.match(rel)
+    if not match:
+        return False
+    cpufreq = os.path.dirname(rel)
+    available = (_read(root, cpufreq + "/scaling_available_governors") or "").split()
+    if available and value not in available:
+        raise _err(errno.EINVAL, "governor %r is not one of %s" % (value, " ".join(available)))
+    previous = (_read(root, rel) or "").strip()
+    status = (_read(root, _CPU_DIR + "/amd_pstate/status") or "").strip()
+    epp = cpufreq + "/energy_performance_preference"
+    if status != "active" or not _exists(root, epp):
+        _put(root, rel, value + "\n")
+        return True
+    # amd-pstate keeps the EPP it had (epp_cached) while the performance governor forces 0 ("performance"),
+    # and writes it back when another governor takes over. The simulated node keeps it in a hidden file.
+    cached = epp + EPP_CACHED_SUFFIX
+    if value == "performance" and previous != "performance":
+        _put_all(root, [(cached, _read(root, epp) or ""), (epp, "performance\n"), (rel, value + "\n")])
+    elif value != "performance" and previous == "performance" and _exists(root, cached):
+        _put_all(root, [(epp, _read(root, cached) or ""), (rel, value + "\n")])
+        _unlink(os.path.join(root.real(os.path.dirname(cached)), os.path.basename(cached)))
+    else:
+        _put(root, rel, value + "\n")
+    return True
+
+
+# ------------------------------------------------------------------------------------------ net
+def _mtu(root, rel: str, value: str) -> bool:
+    match = _MTU.match(rel)
+    if not match:
+        return False
+    netdir = os.path.dirname(rel)
+    try:
+        mtu = int(value)
+    except ValueError:
+        raise _err(errno.EINVAL, "mtu takes an integer") from None
+    if (_read(root, netdir + "/type") or "").strip() == "32":
+        mode = (_read(root, netdir + "/mode") or "datagram").strip()
+        limit = 65520 if mode == "connected" else 4092
+        if mtu > limit:
+            raise _err(errno.EINVAL, "IPoIB %s mode allows at most MTU %d" % (mode, limit))
+    if mtu < 68:
+        raise _err(errno.EINVAL, "MTU below 68")
+    _put(root, rel, "%d\n" % mtu)
+    return True
+
+
+# ------------------------------------------------------------------------------------------ vm sysctls
+def _dirty(root, rel: str, value: str) -> bool:
+    other = _DIRTY_PAIRS.get(rel)
+    if other is None:
+        return False
+    try:
+        number = int(value)
+    except ValueError:
+        raise _err(errno.EINVAL, "%s takes an integer" % rel) from None
+    if number < 0 or (rel.endswith("_ratio") and number > 100):
+        raise _err(errno.EINVAL, "%s out of range" % rel)
+    files = [(rel, "%d\n" % number)]
+    if number != 0 and _exists(root, other):
+        files.append((other, "0\n"))
+    _put_all(root, files)
+    return True
