@@ -1223,6 +1223,8 @@ PLAYBOOK_VARIABLES = {
     "nodetune_max_fail_percentage": "stop a rollout when more than this percentage of a batch failed",
 }
 LAB_VARIABLES = {
+    "nodetune_lab_backend": "lab: who answers the node's writes, kernel (default) or simulated (a nodetune.lab node: "
+                            "the tune and verify actions run nodetune.lab's modules with the simulated kernel)",
     "nodetune_sim_spec": "lab: the spec file a simulated node is built from (inventories/lab)",
     "nodetune_sim_force": "lab: rebuild the simulated nodes fresh (playbooks/lab.yml)",
     "nodetune_sim_state": "lab: present, rebooted or absent (playbooks/lab.yml)",
