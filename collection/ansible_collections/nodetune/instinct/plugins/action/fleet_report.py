@@ -46,6 +46,8 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="nodetune.instinct.fleet_report: dest (the report directory) is required "
                                            "unless write is false")
             return result
+        if dest:
+            dest = os.path.abspath(str(dest))  # relative: to ansible-playbook's folder (docs/verify.md)
         results = nodetune_verify_results(task_vars.get("hostvars") or {}, list(hosts), args.get("var") or DEFAULT_VAR)
         summary = report_mod.fleet_summary(results, top=int(args.get("top", 10)))
         result.update(changed=False, summary=summary)

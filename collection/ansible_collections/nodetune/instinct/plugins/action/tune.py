@@ -45,6 +45,8 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import report as report_mod
+
 try:
     from ansible.template import trust_as_template
 except ImportError:  # ansible-core < 2.19: templates in files are trusted without a mark
@@ -173,7 +175,8 @@ class ActionModule(ActionBase):
         }
         report_file = None
         if boolean(values.get("nodetune_verify_write_reports", True), strict=False) and host:
-            report_file = os.path.join(str(values.get("nodetune_report_dir")), "nodes", "%s.json" % host)
+            report_file = os.path.join(str(values.get("nodetune_report_dir")), "nodes",
+                                       report_mod.report_file_name(host))  # encoded: a host name is not a path
         controller = {"report_file": report_file,
                       "fail_on_drift": boolean(values.get("nodetune_verify_fail_on_drift", False), strict=False)}
         return module_options, controller

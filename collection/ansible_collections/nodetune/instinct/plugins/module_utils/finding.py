@@ -10,7 +10,9 @@ a waiver, a Prometheus label and an apply action all name one thing the same way
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, List, Optional
+import json
+import re
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 OK = "ok"
 DRIFT = "drift"
@@ -102,3 +104,90 @@ def summarize(findings: List[Finding]) -> Dict[str, Any]:
         counts[finding.status] += 1
     drift_ids = sorted(set(f.id for f in findings if f.status == DRIFT))
     return {"counts": counts, "drift": counts[DRIFT] > 0, "drift_ids": drift_ids}
+
+
+# ------------------------------------------------------------------------------------------------ groups
+# A numbered object: a name, a number without leading zeros, and a rest that does not start with a digit
+# (cpu12, cpu12/C2, irq 40, ib3, nvme0n1); PCI addresses and paths are listed as they are.
+_NUMBERED = re.compile(r"^(\D*?)(0|[1-9]\d*)(\D.*)?$")
+#: the order in which a group's status is decided: the worst status any of its findings has
+GROUP_STATUS_ORDER = (DRIFT, OK, WAIVED, UNSUPPORTED, NOT_APPLICABLE)
+_SEVERITY_RANK = dict((s, i) for i, s in enumerate(SEVERITIES))
+
+
+def _ranges(numbers: List[int]) -> str:
+    parts = []
+    start = prev = numbers[0]
+    for number in numbers[1:] + [None]:  # type: ignore[list-item]
+        if number is not None and number == prev + 1:
+            prev = number
+            continue
+        parts.append(str(start) if start == prev else "%d-%d" % (start, prev))
+        if number is not None:
+            start = prev = number
+    return ",".join(parts)
+
+
+def compact_targets(targets: Iterable[Any]) -> str:
+    """``cpu0, cpu1, cpu2, cpu7`` -> ``cpu0-2,7``; ``cpu1/C2, cpu2/C2`` -> ``cpu1-2/C2``; other targets listed,
+    each once. Whatever the number of CPUs or IRQs, one line per object kind."""
+    numbered: Dict[Tuple[str, str], List[int]] = {}
+    plain: List[str] = []
+    for target in targets:
+        text = str(target)
+        match = _NUMBERED.match(text)
+        if match:
+            numbered.setdefault((match.group(1), match.group(3) or ""), []).append(int(match.group(2)))
+        else:
+            plain.append(text)
+    parts = ["%s%s%s" % (prefix, _ranges(sorted(set(ids))), suffix)
+             for (prefix, suffix), ids in sorted(numbered.items())]
+    return ", ".join(parts + sorted(set(plain)))
+
+
+def _one_value(values: List[Any]) -> Any:
+    """The value all findings of a group share, or ``"<N values>"``."""
+    distinct = []
+    for value in values:
+        if value not in distinct:
+            distinct.append(value)
+            if len(distinct) > 1:
+                break
+    if len(distinct) == 1:
+        return distinct[0]
+    return "<%d values>" % len(set(json.dumps(v, sort_keys=True, default=str) for v in values))
+
+
+def group_findings(findings: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One entry per check id (in the order the ids first appear), whatever the number of objects it checks.
+
+    Each entry: ``id``, ``status`` (drift if any target drifts, else ok, waived, unsupported, not_applicable),
+    ``counts`` per status, ``targets`` (every target, compact), ``drift_targets`` (the offending ones, compact),
+    ``severity`` (the highest of the drifting ones), ``expected``/``actual`` (of the drifting findings, or of all
+    when none drifts: the shared value or ``"<N values>"``), ``remedy`` and ``source``. The per-value detail stays
+    in the node's JSON report; this is what fleet reports (JUnit, Prometheus, summaries) show."""
+    by_id: Dict[str, List[Dict[str, Any]]] = {}
+    for finding in findings:
+        by_id.setdefault(str(finding.get("id")), []).append(finding)
+    groups = []
+    for check, items in by_id.items():
+        counts = dict((status, 0) for status in STATUSES)
+        for item in items:
+            counts[str(item.get("status"))] = counts.get(str(item.get("status")), 0) + 1
+        status = next((s for s in GROUP_STATUS_ORDER if counts.get(s)), str(items[0].get("status")))
+        drifting = [item for item in items if item.get("status") == DRIFT]
+        shown = drifting or items
+        severity = max((str(item.get("severity") or "info") for item in shown),
+                       key=lambda s: _SEVERITY_RANK.get(s, 0))
+        groups.append({
+            "id": check, "status": status, "counts": counts, "findings": len(items),
+            "targets": compact_targets(item.get("target") for item in items),
+            "drift_targets": compact_targets(item.get("target") for item in drifting),
+            "severity": severity,
+            "expected": _one_value([item.get("expected") for item in shown]),
+            "actual": _one_value([item.get("actual") for item in shown]),
+            "remedy": next((str(item.get("remedy")) for item in shown if item.get("remedy")), ""),
+            "source": str(shown[0].get("source") or ""),
+            "waiver": next((item.get("waiver") for item in items if item.get("waiver")), None),
+        })
+    return groups
