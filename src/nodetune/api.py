@@ -36,7 +36,8 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -44,6 +45,7 @@ from typing import Any, Literal, TypeAlias
 from nodetune._collection import REPO_ROOT
 
 __all__ = [
+    "CancelledError",
     "Finding",
     "HostNotFoundError",
     "Inventory",
@@ -111,6 +113,15 @@ class PlaybookError(NodetuneError):
 
 class NodeFailedError(PlaybookError):
     """One or more nodes failed (bad variables, a write that failed and was rolled back, ...)."""
+
+
+class CancelledError(PlaybookError):
+    """The run was cancelled by SIGINT or SIGTERM (``signal``) and stopped; ``result`` holds what the nodes
+    reported before: the nodes whose module result was read were applied, the others stopped mid-run."""
+
+    def __init__(self, message: str, result: RunResult | None = None, signal: int = 2) -> None:
+        super().__init__(message, result)
+        self.signal = signal
 
 
 class UnreachableError(PlaybookError):
@@ -381,6 +392,8 @@ def _run(operation: Operation, inventory: Inventory, *, check: bool = False, dif
                          keep_artifacts=keep_artifacts)
         result = collector.result(rc, check=check)
         result.duration_s = round(time.monotonic() - started, 3)
+        if collector.cancelled is not None:
+            _raise_cancelled(result, collector.cancelled)
         if keep_artifacts:
             _scrub_environment_copies(work)
             result.artifacts_dir = work
@@ -466,17 +479,50 @@ def _run_runner(operation: Operation, work: str, inventory_path: str, collector:
     os.makedirs(kwargs["project_dir"], exist_ok=True)
     if extra_vars:
         kwargs["extravars"] = dict(extra_vars)
+    env = _runner_env(collector.results_dir)
+    playbook_bin = shutil.which("ansible-playbook", path=env["PATH"])
+    if playbook_bin:
+        from nodetune._supervise import write_launcher
+
+        kwargs["binary"] = write_launcher(work, os.getpid(), playbook_bin, source.playbook(operation))
     try:
-        runner = ansible_runner.run(
-            private_data_dir=work, playbook=source.playbook(operation), inventory=inventory_path, limit=limit,
-            forks=forks, tags=",".join(tags) if tags else None, skip_tags=",".join(skip_tags) if skip_tags else None,
-            cmdline=" ".join(options) or None, envvars=_runner_env(collector.results_dir), quiet=True,
-            fact_cache_type="memory",
-            suppress_output_file=not keep_artifacts,
-            event_handler=lambda event: collector.handle(event, keep_artifacts), **kwargs)
+        with _cancel_on_signals() as cancelled:
+            runner = ansible_runner.run(
+                private_data_dir=work, playbook=source.playbook(operation), inventory=inventory_path, limit=limit,
+                forks=forks, tags=",".join(tags) if tags else None,
+                skip_tags=",".join(skip_tags) if skip_tags else None, cmdline=" ".join(options) or None,
+                envvars=env, quiet=True, fact_cache_type="memory", suppress_output_file=not keep_artifacts,
+                settings={"pexpect_timeout": 1}, cancel_callback=lambda: bool(cancelled),
+                event_handler=lambda event: collector.handle(event, keep_artifacts), **kwargs)
     except Exception as exc:  # runner's own configuration errors (not the playbook's)
         raise PlaybookError(f"nodetune {operation}: ansible-runner could not start the playbook: {exc}") from exc
+    if cancelled:
+        collector.cancelled = cancelled[0]
     return int(runner.rc) if runner.rc is not None else 1
+
+
+@contextmanager
+def _cancel_on_signals() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM during the run cancel it (runner then kills the playbook's process group); the list
+    holds the signal received. Only in the main thread, where Python delivers signals."""
+    import signal
+    import threading
+
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def cancel(signum: int, frame: Any) -> None:
+        del frame
+        received.append(signum)
+
+    previous = {signum: signal.signal(signum, cancel) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _scrub_environment_copies(work: str) -> None:
@@ -503,6 +549,7 @@ class _Collector:
         self.results_dir = results_dir
         self.nodes: dict[str, NodeResult] = {}
         self.output: list[str] = []
+        self.cancelled: int | None = None
         #: per host, the nodetune module calls the events reported (action, task), in order
         self.expected: dict[str, list[tuple[str, str]]] = {}
 
@@ -572,6 +619,11 @@ class _Collector:
 
     def result(self, rc: int, check: bool) -> RunResult:
         self._absorb_files()
+        if self.cancelled is not None:
+            for node in self.nodes.values():
+                if node.host not in self.expected and node.status not in ("failed", "unreachable"):
+                    node.status, node.message = "failed", ("stopped by the cancel before its result: what it wrote "
+                                                           "is in its journal ('nodetune revert' restores it)")
         for node in self.nodes.values():
             if node.status in ("failed", "unreachable"):
                 continue
@@ -667,6 +719,16 @@ def _failure_message(res: Mapping[str, Any]) -> str:
     if isinstance(errors, list) and errors and not message:
         message = "; ".join(str(e) for e in errors)
     return message or "failed without a message (see the run's artifacts: keep_artifacts=True)"
+
+
+def _raise_cancelled(result: RunResult, signum: int) -> None:
+    """Always raised (whatever raise_on_failure): a cancelled run has no verdict, only what was done."""
+    import signal
+
+    done = [n.host for n in result.nodes.values() if n.status in ("ok", "changed", "drift")]
+    name = signal.Signals(signum).name
+    raise CancelledError(f"nodetune {result.operation}: cancelled by {name}; the run was stopped"
+                         + (f" (finished on: {', '.join(done)})" if done else ""), result, signum)
 
 
 def _raise_for(result: RunResult, limit: str | None, raise_on_failure: bool) -> None:
