@@ -21,6 +21,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
 
 from nodetune.api import TaskEvent
 from nodetune.cli import main
+from tests.integration import fullsize
 from tests.integration.test_api import scratch_dir
 from tests.integration.test_playbooks import small_spec
 from tests.unit.test_engine import tree_digest
@@ -74,8 +75,10 @@ def test_apply_verify_drift_revert_exit_codes(node: Path, capsys: pytest.Capture
     assert [(f["id"], f["actual"]) for f in drift] == [("sysctl.kernel.numa_balancing", "1")]
     (node / NUMA_BALANCING).write_text(balancing)
 
+    assert main(["revert", "--root", str(node), "--check"]) == 2, "revert --check exits 2 as apply --check does"
     assert main(["revert", "--root", str(node)]) == 0
     assert tree_digest(node) == pristine
+    assert main(["revert", "--root", str(node), "--check"]) == 0  # nothing left to restore
 
 
 @pytest.mark.slow
@@ -101,6 +104,8 @@ def test_fleet_discover_picture_and_unknown_host(node: Path, tmp_path: Path,
 
 
 def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    binary = tmp_path / "binary.yml"
+    binary.write_bytes(b"\xff\xfe\x00\x81 nodetune_root: /\n")
     cases = [
         (["apply", "--root", str(tmp_path / "missing")], "no such directory"),
         (["verify", "-i", str(tmp_path / "missing.yml")], "does not exist"),
@@ -108,6 +113,8 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.Capture
         (["apply", "--root", str(tmp_path), "-e", "not a var=1"], "is not a variable name"),
         (["picture", "--root", str(tmp_path / "missing"), "-o", str(tmp_path / "x.html")], "no such directory"),
         (["verify", "--root", str(tmp_path), "-f", "0"], "expected a whole number >= 1"),
+        (["apply", "--root", str(tmp_path), "-e", f"@{binary}"], "not a UTF-8 text file"),
+        (["bind"], "nothing to run"),  # a usage error: 1 for every verb (2 means drift)
     ]
     for words, message in cases:
         assert main(words) == 1, words
@@ -145,3 +152,54 @@ def test_progress_rows_per_node() -> None:
     text = out.getvalue()
     assert "n1 1/1 changed Tune the node" in text
     assert "n2 1/1 failed: nodetune refused [x]" in text
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import nodetune
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"nodetune {nodetune.__version__}"
+
+
+# --------------------------------------------------------------------------------------------- the full lab
+@pytest.fixture(scope="module")
+def full_lab() -> Iterator[Path]:
+    scratch = fullsize.scratch_dir("nodetune-cli-lab-")
+    try:
+        yield fullsize.build_full_lab(scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_full_lab_untuned_drifts_applied_is_clean(full_lab: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The documented lab, both full-size nodes with its opt-ins: an untuned lab is drift (exit 2) with the counts
+    of the run's own reports; apply reports every value written and the reboot; the tuned lab is clean (exit 0;
+    only the lab's command line is waived, which nodetune does not change). Each node's audit and the MI300X
+    apply are larger than ansible-runner's event limit: the CLI used to call this lab clean."""
+    reports = tmp_path / "reports"
+    code, audit = run_json(capsys, "verify", "-i", str(full_lab), "--json", "--report-dir", str(reports))
+    assert code == 2
+    summary = json.loads((reports / "summary.json").read_text())
+    assert summary["counts"]["drifted"] == 2 and sorted(summary["drifted"]) == list(fullsize.LAB_HOSTS)
+    for host in fullsize.LAB_HOSTS:
+        node = audit["nodes"][host]
+        report = json.loads((reports / "nodes" / f"{host}.json").read_text())
+        drift = [f for f in node["findings"] if f["status"] == "drift"]
+        assert node["status"] == "drift" and len(drift) == report["summary"]["counts"]["drift"] > 500
+        assert {f["id"] for f in drift} == set(summary["drifted"][host])
+
+    code, applied = run_json(capsys, "apply", "-i", str(full_lab), "--json")
+    assert code == 0
+    for host in fullsize.LAB_HOSTS:
+        node = applied["nodes"][host]
+        journal = json.loads((full_lab.parents[1] / "lab" / host / "var/lib/nodetune/journal.json").read_text())
+        assert node["status"] == "changed" and len(node["settings"]) == len(journal["runs"][-1]["changed"]) > 500
+        assert node["reboot_required"] is True
+    assert applied["reboot_required"] is True
+
+    code, tuned = run_json(capsys, "verify", "-i", str(full_lab), "--json",
+                           "--waivers", str(full_lab / "waivers.yml"))
+    assert code == 0, {h: [f["id"] for f in n["findings"] if f["status"] == "drift"] for h, n in tuned["nodes"].items()}
+    assert all(n["status"] == "ok" for n in tuned["nodes"].values())
