@@ -190,6 +190,15 @@ def test_full_lab_untuned_drifts_applied_is_clean(full_lab: Path, tmp_path: Path
         assert node["status"] == "drift" and len(drift) == report["summary"]["counts"]["drift"] > 500
         assert {f["id"] for f in drift} == set(summary["drifted"][host])
 
+    assert main(["apply", "-i", str(full_lab), "--check", "--diff"]) == 2
+    out = capsys.readouterr().out
+    planned_ids = {line.split("\t")[1] for line in out.split("# changes")[1].splitlines()[2:] if "\t" in line}
+    for host in fullsize.LAB_HOSTS:  # the grouped diff: <= 200 lines per node, every changed id in it
+        diff = out.split(f"--- {host} (current)")[1].split("--- ")[0].splitlines()
+        assert 10 < len(diff) <= 200
+    assert all(f"@@ {setting_id} (" in out for setting_id in planned_ids)
+    assert any(i.startswith("sysctl.") for i in planned_ids)
+
     code, applied = run_json(capsys, "apply", "-i", str(full_lab), "--json")
     assert code == 0
     for host in fullsize.LAB_HOSTS:
@@ -203,3 +212,40 @@ def test_full_lab_untuned_drifts_applied_is_clean(full_lab: Path, tmp_path: Path
                            "--waivers", str(full_lab / "waivers.yml"))
     assert code == 0, {h: [f["id"] for f in n["findings"] if f["status"] == "drift"] for h, n in tuned["nodes"].items()}
     assert all(n["status"] == "ok" for n in tuned["nodes"].values())
+
+
+def test_piped_output_is_plain_lines_never_wrapped_nor_truncated(capsys: pytest.CaptureFixture[str]) -> None:
+    """stdout not a terminal (pytest captures it): one line per row, tab-separated, long ids and messages whole."""
+    from nodetune.api import Finding, NodeResult, RunResult
+    from nodetune.render import print_verify
+
+    long_id = "sysctl.net.ipv4.neigh.default.gc_thresh3_" + "x" * 80
+    host = "a-very-long-host-name-" + "y" * 60 + ".example.com"
+    message = "could not read the result: " + "z" * 300
+    findings = [Finding(id=long_id, target="net.ipv4.neigh.default.gc_thresh3", status="drift", expected="8192",
+                        actual="1024", remedy="r" * 200)]
+    result = RunResult("verify", {host: NodeResult(host=host, status="drift", findings=findings),
+                                  "bad": NodeResult(host="bad", status="failed", message=message)}, rc=0)
+    print_verify(result)
+    lines = capsys.readouterr().out.splitlines()
+    assert f"{host}\tdrift\t0\t1\t0\t0\t{long_id}" in lines
+    assert f"bad\tfailed\t0\t0\t0\t0\t{message}" in lines
+    assert any(line.endswith("r" * 200) and long_id in line for line in lines)
+    assert not any("…" in line or "│" in line for line in lines)
+
+
+def test_grouped_diff_stays_short_on_a_full_size_node() -> None:
+    from nodetune.api import NodeResult, SettingChange
+    from nodetune.render import MAX_DIFF_LINES, grouped_diff
+
+    settings = [SettingChange("cpu.governor", f"cpu{n}", "powersave", "performance") for n in range(1152)]
+    settings += [SettingChange("irq.nic_local", f"irq {40 + n}", f"{n:x}", f"{n + 1:x}") for n in range(4000)]
+    settings += [SettingChange(f"sysctl.vm.x{n}", f"vm.x{n}", "1", "0") for n in range(20)]
+    lines = grouped_diff(NodeResult(host="big", settings=settings))
+    assert len(lines) <= MAX_DIFF_LINES
+    assert "@@ cpu.governor (1152 values) @@" in lines and "-cpu0-1151: powersave" in lines
+    assert "@@ irq.nic_local (4000 values) @@" in lines and "-irq 40-4039: 4000 values" in lines
+    assert all(f"@@ sysctl.vm.x{n} (1 value) @@" in lines for n in range(20))
+    many = [SettingChange(f"id.{n}", f"t{k}", "a", f"b{k}") for n in range(100) for k in range(3)]
+    cut = grouped_diff(NodeResult(host="many", settings=many))
+    assert len(cut) == MAX_DIFF_LINES and cut[-1].endswith("--full-diff shows every value")

@@ -82,6 +82,35 @@ def node_outcome(result: Any) -> Tuple[str, Optional[Dict[str, Any]], str]:
     return "ok", report, ""
 
 
+def node_digest(host: str, result: Any) -> Dict[str, Any]:
+    """What the fleet reports need of one host's result, read once: outcome, message, timestamp, the findings'
+    totals per status and their groups (one per check id). A fleet's digests are a small fraction of its results:
+    the per-value findings are not kept."""
+    outcome, report, message = node_outcome(result)
+    digest = {"host": str(host), "outcome": outcome, "message": message, "timestamp": None, "generated_at": "",
+              "totals": dict((status, 0) for status in STATUSES), "groups": []}  # type: Dict[str, Any]
+    if outcome == "ok" and report is not None:
+        digest["timestamp"] = report.get("timestamp")
+        digest["generated_at"] = report.get("generated_at", "")
+        digest["groups"] = group_findings(report["findings"])
+        for group in digest["groups"]:
+            for status, count in group["counts"].items():
+                digest["totals"][status] = digest["totals"].get(status, 0) + count
+    return digest
+
+
+def digest_results(results: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """``{host: verify result}`` -> the hosts' digests, sorted by host (:func:`node_digest`)."""
+    return [node_digest(host, results[host]) for host in sorted(results)]
+
+
+def fleet_reports(results: Dict[str, Any], suite_name: str = "nodetune verify", top: int = 10
+                  ) -> Tuple[Dict[str, Any], str]:
+    """The fleet summary and JUnit XML from one pass over the results."""
+    digests = digest_results(results)
+    return fleet_summary({}, top=top, digests=digests), junit_xml({}, suite_name=suite_name, digests=digests)
+
+
 # ------------------------------------------------------------------------------------------------ JUnit
 #: the attributes each element may carry in the Jenkins JUnit schema (xunit-plugin junit-10.xsd), which GitLab
 #: reads too; tests/unit/test_report.py checks the output against it
@@ -96,7 +125,7 @@ JUNIT_ATTRIBUTES = {
 }
 
 
-def _junit_timestamp(report: Dict[str, Any]) -> str:
+def _junit_timestamp(report: Dict[str, Any]) -> str:  # a report or a digest
     """ISO 8601 without a zone (the schema's pattern), in UTC."""
     when = report.get("timestamp")
     if isinstance(when, (int, float)):
@@ -128,23 +157,25 @@ def _group_case(suite: Any, host: str, group: Dict[str, Any], counts: Dict[str, 
         ElementTree.SubElement(case, "skipped", message="%s: %s" % (status, reason))
 
 
-def junit_xml(results: Dict[str, Any], suite_name: str = "nodetune verify") -> str:
-    """Fleet JUnit XML: ``{host: verify result}`` -> ``<testsuites>`` text; one testcase per node and check id."""
+def junit_xml(results: Dict[str, Any], suite_name: str = "nodetune verify",
+              digests: Optional[List[Dict[str, Any]]] = None) -> str:
+    """Fleet JUnit XML: ``{host: verify result}`` (or their ``digests``) -> ``<testsuites>`` text; one testcase
+    per node and check id."""
     suites = ElementTree.Element("testsuites", name=suite_name)
     totals = {"tests": 0, "failures": 0, "errors": 0}
-    for host in sorted(results):
-        outcome, report, message = node_outcome(results[host])
-        suite = ElementTree.SubElement(suites, "testsuite", name=str(host))
+    for digest in digest_results(results) if digests is None else digests:
+        host = digest["host"]
+        suite = ElementTree.SubElement(suites, "testsuite", name=host)
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-        if outcome != "ok" or report is None:
-            case = ElementTree.SubElement(suite, "testcase", name="nodetune.verify", classname=str(host), time="0")
-            error = ElementTree.SubElement(case, "error", message=message, type="verify_failed")
-            error.text = message
+        if digest["outcome"] != "ok":
+            case = ElementTree.SubElement(suite, "testcase", name="nodetune.verify", classname=host, time="0")
+            error = ElementTree.SubElement(case, "error", message=digest["message"], type="verify_failed")
+            error.text = digest["message"]
             counts["tests"] += 1
             counts["errors"] += 1
         else:
-            suite.set("timestamp", _junit_timestamp(report))
-            for group in group_findings(report["findings"]):
+            suite.set("timestamp", _junit_timestamp(digest))
+            for group in digest["groups"]:
                 _group_case(suite, host, group, counts)
         for key, value in counts.items():
             suite.set(key, str(value))
@@ -205,39 +236,43 @@ def prometheus_text(findings: List[Dict[str, Any]], timestamp: Optional[float] =
 
 
 # ------------------------------------------------------------------------------------------------ fleet
-def fleet_summary(results: Dict[str, Any], top: int = 10) -> Dict[str, Any]:
-    """Nodes clean, drifted and failed, and the most frequent drift ids (by number of nodes)."""
+def fleet_summary(results: Dict[str, Any], top: int = 10, digests: Optional[List[Dict[str, Any]]] = None
+                  ) -> Dict[str, Any]:
+    """Nodes clean, drifted and failed; per drifting check id, on how many nodes and targets it drifts; the most
+    frequent drift ids (by number of nodes). From ``results`` ({host: verify result}) or their ``digests``."""
+    if digests is None:
+        digests = digest_results(results)
     clean: List[str] = []
     drifted: Dict[str, List[str]] = {}
     failed: Dict[str, str] = {}
     totals = dict((status, 0) for status in STATUSES)
-    nodes_by_id: Dict[str, int] = {}
-    for host in sorted(results):
-        outcome, report, message = node_outcome(results[host])
-        if outcome != "ok" or report is None:
-            failed[host] = message
+    by_id: Dict[str, List[int]] = {}
+    for digest in digests:
+        host = digest["host"]
+        if digest["outcome"] != "ok":
+            failed[host] = digest["message"]
             continue
-        ids = set()
-        for finding in report["findings"]:
-            status = str(finding.get("status"))
-            totals[status] = totals.get(status, 0) + 1
-            if status == "drift":
-                ids.add(str(finding.get("id")))
+        for status, count in digest["totals"].items():
+            totals[status] = totals.get(status, 0) + count
+        ids = [group for group in digest["groups"] if group["status"] == "drift"]
         if ids:
-            drifted[host] = sorted(ids)
-            for check in ids:
-                nodes_by_id[check] = nodes_by_id.get(check, 0) + 1
+            drifted[host] = sorted(group["id"] for group in ids)
+            for group in ids:
+                entry = by_id.setdefault(group["id"], [0, 0])
+                entry[0] += 1
+                entry[1] += group["counts"]["drift"]
         else:
             clean.append(host)
-    frequent = sorted(nodes_by_id.items(), key=lambda item: (-item[1], item[0]))[:top]
+    frequent = sorted(by_id.items(), key=lambda item: (-item[1][0], item[0]))
     summary = {
-        "nodes": len(results),
+        "nodes": len(digests),
         "clean": clean,
         "drifted": drifted,
         "failed": failed,
         "counts": {"clean": len(clean), "drifted": len(drifted), "failed": len(failed)},
         "findings": totals,
-        "top_drift_ids": [{"id": check, "nodes": count} for check, count in frequent],
+        "drift_by_id": [{"id": check, "nodes": n, "targets": t} for check, (n, t) in frequent],
+        "top_drift_ids": [{"id": check, "nodes": n} for check, (n, _t) in frequent[:top]],
     }
     summary["text"] = summary_lines(summary)
     return summary
