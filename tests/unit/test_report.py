@@ -196,8 +196,8 @@ def test_group_findings_one_entry_per_id_with_compact_targets() -> None:
         "cpu0-2,7, cpu1-2/C2, irq 40-41, nvme0-1n1, 0000:05:00.0"
     groups = group_findings([finding("cpu.governor", f"cpu{n}", "drift" if n < 3 else "ok") for n in range(8)]
                             + [finding("ib.mtu", "ib0", "waived"), finding("ib.mtu", "ib1", "not_applicable")])
-    assert [(g["id"], g["status"], g["drift_targets"], g["targets"]) for g in groups] == [
-        ("cpu.governor", "drift", "cpu0-2", "cpu0-7"), ("ib.mtu", "waived", "", "ib0-1")]
+    assert [(g["id"], g["status"], g["drift_targets"], g["findings"]) for g in groups] == [
+        ("cpu.governor", "drift", "cpu0-2", 8), ("ib.mtu", "waived", "", 2)]
     assert groups[0]["counts"]["drift"] == 3 and groups[0]["expected"] == "x" and groups[0]["actual"] == "y"
 
 

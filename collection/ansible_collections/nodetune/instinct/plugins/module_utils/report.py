@@ -206,9 +206,9 @@ def prometheus_text(findings: List[Dict[str, Any]], timestamp: Optional[float] =
     when = time.time() if timestamp is None else timestamp
     groups = sorted(group_findings(findings), key=lambda group: group["id"])
     counts = dict((status, 0) for status in STATUSES)
-    for finding in findings:
-        status = str(finding.get("status"))
-        counts[status] = counts.get(status, 0) + 1
+    for group in groups:
+        for status, count in group["counts"].items():
+            counts[status] = counts.get(status, 0) + count
     lines = [
         "# HELP nodetune_drift 1 when the check drifts from the desired state on any of its targets, else 0.",
         "# TYPE nodetune_drift gauge",
