@@ -486,43 +486,58 @@ def _run_runner(operation: Operation, work: str, inventory_path: str, collector:
 
         kwargs["binary"] = write_launcher(work, os.getpid(), playbook_bin, source.playbook(operation))
     try:
-        with _cancel_on_signals() as cancelled:
+        with _cancel_on_signals(work) as cancelled:
             runner = ansible_runner.run(
                 private_data_dir=work, playbook=source.playbook(operation), inventory=inventory_path, limit=limit,
                 forks=forks, tags=",".join(tags) if tags else None,
                 skip_tags=",".join(skip_tags) if skip_tags else None, cmdline=" ".join(options) or None,
                 envvars=env, quiet=True, fact_cache_type="memory", suppress_output_file=not keep_artifacts,
-                settings={"pexpect_timeout": 1}, cancel_callback=lambda: bool(cancelled),
+                settings={"pexpect_timeout": 1}, cancel_callback=lambda: _cancelled(work, cancelled),
                 event_handler=lambda event: collector.handle(event, keep_artifacts), **kwargs)
     except Exception as exc:  # runner's own configuration errors (not the playbook's)
         raise PlaybookError(f"nodetune {operation}: ansible-runner could not start the playbook: {exc}") from exc
     if cancelled:
-        collector.cancelled = cancelled[0]
+        collector.cancelled = int(cancelled[0])
     return int(runner.rc) if runner.rc is not None else 1
 
 
 @contextmanager
-def _cancel_on_signals() -> Iterator[list[int]]:
-    """SIGINT and SIGTERM during the run cancel it (runner then kills the playbook's process group); the list
-    holds the signal received. Only in the main thread, where Python delivers signals."""
+def _cancel_on_signals(work: str) -> Iterator[list[float]]:
+    """SIGINT and SIGTERM during the run cancel it: the run's supervisor (nodetune._supervise) stops the playbook's
+    whole process tree. The list holds the signal received and when. Only in the main thread, where Python
+    delivers signals."""
     import signal
     import threading
 
-    received: list[int] = []
+    from nodetune._supervise import cancel
+
+    received: list[float] = []
     if threading.current_thread() is not threading.main_thread():
         yield received
         return
 
-    def cancel(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
         del frame
-        received.append(signum)
+        if not received:
+            received.extend((signum, time.monotonic()))
+            cancel(work)
 
-    previous = {signum: signal.signal(signum, cancel) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield received
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _cancelled(work: str, received: list[float]) -> bool:
+    """runner's cancel callback: once the supervisor has stopped the tree (or after 10 s), runner kills what is
+    left of the playbook's process group."""
+    from nodetune._supervise import running
+
+    if not received:
+        return False
+    return not running(work) or time.monotonic() - received[1] > 10
 
 
 def _scrub_environment_copies(work: str) -> None:

@@ -214,3 +214,15 @@ def test_a_result_that_cannot_be_read_fails_the_node(tmp_path: Path) -> None:
     assert [n.status for n in result.nodes.values()] == ["failed", "failed"] and not result.ok
     assert "no result file" in (result.nodes["n1"].message or "")
     assert "not readable JSON" in (result.nodes["n2"].message or "")
+
+
+def test_a_host_name_with_dot_dot_slash_keeps_its_report_in_the_folder(node: Path, tmp_path: Path) -> None:
+    """The per-node report is named after the host, encoded: ``../`` in a name never writes outside the folder."""
+    reports = tmp_path / "out" / "reports"
+    inventory = inventory_for(node)
+    inventory["all"]["hosts"] = {"../../escaped": inventory["all"]["hosts"]["node1"]}
+    audit = nodetune.verify(inventory, report_dir=reports, extra_vars={"nodetune_bios_check_enabled": False})
+    assert audit.nodes["../../escaped"].status in ("ok", "drift")
+    assert not (tmp_path / "escaped.json").exists() and not (tmp_path / "out" / "escaped.json").exists()
+    assert [p.name for p in (reports / "nodes").iterdir()] == ["..%2F..%2Fescaped.json"]
+    assert json.loads((reports / "nodes" / "..%2F..%2Fescaped.json").read_text())["node"] == "../../escaped"

@@ -249,3 +249,87 @@ def test_grouped_diff_stays_short_on_a_full_size_node() -> None:
     many = [SettingChange(f"id.{n}", f"t{k}", "a", f"b{k}") for n in range(100) for k in range(3)]
     cut = grouped_diff(NodeResult(host="many", settings=many))
     assert len(cut) == MAX_DIFF_LINES and cut[-1].endswith("--full-diff shows every value")
+
+
+# --------------------------------------------------------------------------------------------- cancelling
+def _start_apply(root: Path) -> subprocess.Popen[str]:
+    script = Path(sys.executable).parent / "nodetune"
+    if not script.exists():
+        pytest.skip(f"the nodetune console script is not installed next to {sys.executable} (pip install -e .)")
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    return subprocess.Popen([str(script), "apply", "--root", str(root), *LAB_OPT_INS], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+LAB_OPT_INS = ["-e", "nodetune_smt_policy=offline_siblings", "-e", "nodetune_smt_offline_allowed=true",
+               "-e", "nodetune_irqbalance_stop_allowed=true"]
+
+
+def _wait_for_the_module(root: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    """Until the tune module holds the node's lock (it is applying)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not (root / "var/lib/nodetune/lock").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the tune module never started"
+        time.sleep(0.05)
+
+
+def _runs_completed(root: Path) -> int:
+    journal = root / "var/lib/nodetune/journal.json"
+    return len(json.loads(journal.read_text()).get("runs") or []) if journal.exists() else 0
+
+
+def _playbooks_on(root: Path) -> list[str]:
+    """Command lines of processes still working on this node tree (the playbook, its workers, the module)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(root) in text or "ansible-playbook" in text and "nodetune-run-" in text:
+            found.append(text)
+    return found
+
+
+@pytest.fixture()
+def big_node() -> Iterator[Path]:
+    scratch = fullsize.scratch_dir("nodetune-cancel-")
+    try:
+        root = scratch / "big-01"
+        simnode.build(fullsize.big_spec(), str(root))
+        yield root
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_sigterm_cancels_the_apply_and_exits_143(big_node: Path) -> None:
+    import signal
+    import time
+
+    proc = _start_apply(big_node)
+    _wait_for_the_module(big_node, proc)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "cancelled by SIGTERM" in err and "Traceback" not in err
+    time.sleep(3)
+    assert _playbooks_on(big_node) == [] and _runs_completed(big_node) == 0  # stopped, not finished
+
+
+@pytest.mark.slow
+def test_a_killed_cli_leaves_no_playbook_finishing_the_apply(big_node: Path) -> None:
+    import signal
+    import time
+
+    proc = _start_apply(big_node)
+    _wait_for_the_module(big_node, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    time.sleep(5)
+    assert _playbooks_on(big_node) == []
+    time.sleep(10)  # an orphaned playbook would finish the apply meanwhile (a fresh big node: ~15 s)
+    assert _runs_completed(big_node) == 0
