@@ -501,8 +501,12 @@ def fleet_page(layouts: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]
     import json
 
     shapes: dict[str, tuple[Mapping[str, Any], Mapping[str, Any], list[str]]] = {}
+    keys: dict[tuple[int, int], str] = {}  # the same objects (hosts of one plan) are keyed once
     for host, topology, layout in layouts:
-        key = json.dumps([layout, _shape(topology)], sort_keys=True, default=str)
+        key = keys.get((id(topology), id(layout)))
+        if key is None:
+            key = keys[(id(topology), id(layout))] = json.dumps([layout, _shape(topology)], sort_keys=True,
+                                                                default=str)
         shapes.setdefault(key, (topology, layout, []))[2].append(host)
     links = "".join(f'<a href="#node-{_esc(hosts[0])}">{_esc(hosts[0])}'
                     + (f" (+{len(hosts) - 1})" if len(hosts) > 1 else "") + "</a>"
