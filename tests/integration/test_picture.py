@@ -191,3 +191,22 @@ def test_fleet_page_aggregates_instead_of_drawing_every_node(node: tuple[Path, d
     assert page.count("cpu.governor (cpu0-63: powersave, expected performance)") == 100
     assert "drift-map" not in page
     assert not any(tag == "rect" and "data-count" in a for tag, a in dom.elements)
+
+
+@pytest.mark.slow
+def test_picture_of_the_untuned_full_lab_shows_it_drifted(tmp_path: Path) -> None:
+    """The documented lab, both full-size nodes freshly built: the fleet page says 2 drifted (it used to draw
+    "2 clean": the audits were larger than ansible-runner's event limit and read as empty)."""
+    from tests.integration import fullsize
+
+    scratch = fullsize.scratch_dir("nodetune-picture-lab-")
+    try:
+        inventory = fullsize.build_full_lab(scratch)
+        page = tmp_path / "lab.html"
+        assert main(["picture", "-i", str(inventory), "-o", str(page)]) == 0
+        html = page.read_text()
+        assert "0 clean</span>, <span class=\"drift\">2 drifted</span>" in html
+        assert '<td class="drift">cpu.governor</td><td>2</td>' in html
+        assert html.count('<section class="node"') == 2  # two different layouts: two drawings
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
