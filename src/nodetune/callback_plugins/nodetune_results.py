@@ -18,8 +18,8 @@ import os
 import tempfile
 from urllib.parse import quote
 
-from ansible.module_utils.common.json import AnsibleJSONEncoder
-from ansible.plugins.callback import CallbackBase
+from ansible.module_utils.common.json import AnsibleJSONEncoder  # type: ignore[import-untyped]
+from ansible.plugins.callback import CallbackBase  # type: ignore[import-untyped]
 
 #: the modules whose results the API reads (the others are small and read from the events)
 RECORDED_ACTIONS = ("nodetune.instinct.tune", "nodetune.instinct.verify", "nodetune.instinct.topology_facts")
