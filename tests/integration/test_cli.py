@@ -333,3 +333,11 @@ def test_a_killed_cli_leaves_no_playbook_finishing_the_apply(big_node: Path) -> 
     assert _playbooks_on(big_node) == []
     time.sleep(10)  # an orphaned playbook would finish the apply meanwhile (a fresh big node: ~15 s)
     assert _runs_completed(big_node) == 0
+
+
+def test_bind_without_a_rank_is_a_failure_not_drift(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["bind", "--", "true"]) == 1  # it used to exit 2, which reads as drift
+    assert "no local rank" in capsys.readouterr().err
