@@ -269,11 +269,21 @@ def print_plan(result: RunResult) -> None:
     from nodetune.commands.plan import print_tables
 
     console = _console()
+    terminal = _on_terminal()
     for node in result.nodes.values():
-        console.rule(f"[bold]{node.host}[/bold] ({node.status})")
+        if terminal:
+            console.rule(f"[bold]{_markup(node.host)}[/bold] ({node.status})")
+        else:
+            _plain_lines([f"## {node.host} ({node.status})"])
         if node.layout and "numa" in node.layout:
             print_tables(node.layout)
-            console.print(f"an apply would change {len(node.settings)} setting(s)"
-                          + (" and needs a reboot" if node.reboot_required else ""))
+            line = (f"an apply would change {len(node.settings)} setting(s)"
+                    + (" and needs a reboot" if node.reboot_required else ""))
+            if terminal:
+                console.print(line)
+            else:
+                _plain_lines([line])
+        elif terminal:
+            console.print(f"[red]{_markup(node.message or 'no layout returned')}[/red]", highlight=False)
         else:
-            console.print(f"[red]{node.message or 'no layout returned'}[/red]", highlight=False)
+            _plain_lines([node.message or "no layout returned"])
