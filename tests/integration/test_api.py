@@ -183,6 +183,17 @@ def test_full_size_node_untuned_drifts_apply_counts_tuned_is_clean(big_node: Pat
     offline = {f.target for f in node.drift if f.id == "smt.siblings_offline"}
     governor = {f.target for f in node.drift if f.id == "cpu.governor"}
     assert len(offline) == 576 and governor == _online_cpus(big_node) - offline
+    # sized for fleets: a JUnit testcase per check id, a Prometheus series count independent of CPUs and IRQs
+    from xml.etree import ElementTree
+
+    from ansible_collections.nodetune.instinct.plugins.module_utils import report as report_mod
+
+    ids = {f["id"] for f in report["findings"]}
+    suite = ElementTree.fromstring((reports / "junit.xml").read_text()).find("testsuite")
+    assert suite is not None and sorted(c.get("name") for c in suite.findall("testcase")) == sorted(ids)
+    series = [line for line in report_mod.prometheus_text(report["findings"]).splitlines()
+              if line and not line.startswith("#")]
+    assert len(series) == 2 * len(ids) + 6 <= 200
 
     applied = nodetune.apply(inventory)
     done = applied.nodes["big-01"]
