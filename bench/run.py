@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""nodetune's benchmarks in one run: fleet cost against ping, discovery against hwloc, planner scaling.
+"""nodetune's benchmarks in one run: fleet cost against ping, discovery against hwloc, planner scaling, fleet reports.
 
 Run from the repository root (after ``scripts/bootstrap.sh``)::
 
     .venv/bin/python bench/run.py            # the full run (docs/benchmarks.md): ~15 min on 2 busy cores
     .venv/bin/python bench/run.py --quick    # smoke run: N=1, one repetition, one real capture (~1 min)
 
-Options: ``--only fleet,discovery,planner``, ``--nodes 1,8,32,64``, ``--repeat N`` (rounds for all three),
+Options: ``--only fleet,discovery,planner,reports``, ``--nodes 1,8,32,64``, ``--repeat N`` (rounds for all three),
 ``--mitogen auto|yes|no``, ``--json FILE`` (every figure, for docs/benchmarks.md).
 
 Each part compares side by side in one run, interleaved, medians of several runs, ratios rather than absolute
@@ -15,7 +15,9 @@ the ratio lines with their targets (issues 8 and 13):
 
 - ``ratio fleet[...]``: site.yml <= 2.5x and a no-op rerun <= 1.5x a one-task ping playbook (issue 13);
 - ``ratio discovery ...``: ``nodetune discover --root DIR --json`` <= 2x ``lstopo --input DIR``;
-- ``ratio planner ...``: plan() under 50 ms at 1,152 CPUs and ~4,000 IRQs, growing linearly.
+- ``ratio planner ...``: plan() under 50 ms at 1,152 CPUs and ~4,000 IRQs, growing linearly;
+- ``ratio fleet reports ...`` (issue 12): the fleet report writers for 10,000 nodes under 60 s and 2 GiB, growing
+  linearly (``--quick``: 100 and 1,000 nodes).
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
 import discovery  # noqa: E402
 import fleet_cost  # noqa: E402
+import fleet_reports  # noqa: E402
 import plan_scaling  # noqa: E402
 
-PARTS = ("fleet", "discovery", "planner")
+PARTS = ("fleet", "discovery", "planner", "reports")
 
 
 def parse_parts(text: str) -> list[str]:
@@ -67,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         results["planner"] = plan_scaling.run(max(1, repeat or 7), ratio_lines)
     if "discovery" in args.only:
         results["discovery"] = discovery.run(max(1, repeat or 7), args.quick, ratio_lines)
+    if "reports" in args.only:
+        results["reports"] = fleet_reports.run([100, 1000] if args.quick else list(fleet_reports.DEFAULT_SIZES),
+                                               ratio_lines)
     if "fleet" in args.only:
         print(f"\nfleet: sizes {','.join(map(str, sizes))}; {_common.load_text()}", flush=True)
         results["fleet"] = fleet_cost.run(sizes, max(1, repeat or 3), args.mitogen, None, False, ratio_lines)

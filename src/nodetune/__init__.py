@@ -27,6 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "CancelledError",
     "Finding",
     "HostNotFoundError",
     "Inventory",
@@ -51,6 +52,7 @@ _API_NAMES = frozenset(__all__) - {"__version__"}
 
 if TYPE_CHECKING:
     from nodetune.api import (
+        CancelledError,
         Finding,
         HostNotFoundError,
         Inventory,

@@ -36,7 +36,8 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -44,6 +45,7 @@ from typing import Any, Literal, TypeAlias
 from nodetune._collection import REPO_ROOT
 
 __all__ = [
+    "CancelledError",
     "Finding",
     "HostNotFoundError",
     "Inventory",
@@ -78,6 +80,10 @@ _VERIFY = COLLECTION + ".verify"
 _TOPOLOGY = COLLECTION + ".topology_facts"
 _HOST_NAME = re.compile(r"^[A-Za-z0-9_.:\-\[\]]+$")
 _UNMATCHED = re.compile(r"Could not match supplied host pattern, ignoring: (\S+)")
+#: the modules whose results are read from the callback's files, never from runner's size-limited events
+_RECORDED = (_TUNE, _VERIFY, _TOPOLOGY)
+_CALLBACK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "callback_plugins")
+_RESULTS_ENV = "NODETUNE_RESULTS_DIR"
 
 
 # --------------------------------------------------------------------------------------------- errors
@@ -107,6 +113,15 @@ class PlaybookError(NodetuneError):
 
 class NodeFailedError(PlaybookError):
     """One or more nodes failed (bad variables, a write that failed and was rolled back, ...)."""
+
+
+class CancelledError(PlaybookError):
+    """The run was cancelled by SIGINT or SIGTERM (``signal``) and stopped; ``result`` holds what the nodes
+    reported before: the nodes whose module result was read were applied, the others stopped mid-run."""
+
+    def __init__(self, message: str, result: RunResult | None = None, signal: int = 2) -> None:
+        super().__init__(message, result)
+        self.signal = signal
 
 
 class UnreachableError(PlaybookError):
@@ -371,12 +386,14 @@ def _run(operation: Operation, inventory: Inventory, *, check: bool = False, dif
     work = tempfile.mkdtemp(prefix="nodetune-run-")
     try:
         inventory_path = _prepare_inventory(inventory, work)
-        collector = _Collector(operation, progress)
+        collector = _Collector(operation, progress, os.path.join(work, "results"))
         rc = _run_runner(operation, work, inventory_path, collector, check=check, diff=diff, limit=limit,
                          forks=forks, extra_vars=extra_vars, tags=tags, skip_tags=skip_tags,
                          keep_artifacts=keep_artifacts)
         result = collector.result(rc, check=check)
         result.duration_s = round(time.monotonic() - started, 3)
+        if collector.cancelled is not None:
+            _raise_cancelled(result, collector.cancelled)
         if keep_artifacts:
             _scrub_environment_copies(work)
             result.artifacts_dir = work
@@ -432,15 +449,19 @@ def _prepare_inventory(inventory: Inventory, work: str) -> str:
     return str(path)
 
 
-def _runner_env() -> dict[str, str]:
-    """The venv's bin first on PATH (ansible-playbook of this Python), plain text output."""
+def _runner_env(results_dir: str) -> dict[str, str]:
+    """The venv's bin first on PATH (ansible-playbook of this Python), plain text output, and the results callback
+    (on the callback path before the user's own; it needs no ``callbacks_enabled`` entry)."""
     bindir = os.path.dirname(sys.executable)
     path = os.environ.get("PATH", "")
+    callbacks = os.environ.get("ANSIBLE_CALLBACK_PLUGINS", "")
     return {
         "PATH": bindir + (os.pathsep + path if path else ""),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_CALLBACK_PLUGINS": _CALLBACK_DIR + (os.pathsep + callbacks if callbacks else ""),
+        _RESULTS_ENV: results_dir,
     }
 
 
@@ -458,16 +479,65 @@ def _run_runner(operation: Operation, work: str, inventory_path: str, collector:
     os.makedirs(kwargs["project_dir"], exist_ok=True)
     if extra_vars:
         kwargs["extravars"] = dict(extra_vars)
+    env = _runner_env(collector.results_dir)
+    playbook_bin = shutil.which("ansible-playbook", path=env["PATH"])
+    if playbook_bin:
+        from nodetune._supervise import write_launcher
+
+        kwargs["binary"] = write_launcher(work, os.getpid(), playbook_bin, source.playbook(operation))
     try:
-        runner = ansible_runner.run(
-            private_data_dir=work, playbook=source.playbook(operation), inventory=inventory_path, limit=limit,
-            forks=forks, tags=",".join(tags) if tags else None, skip_tags=",".join(skip_tags) if skip_tags else None,
-            cmdline=" ".join(options) or None, envvars=_runner_env(), quiet=True, fact_cache_type="memory",
-            suppress_output_file=not keep_artifacts,
-            event_handler=lambda event: collector.handle(event, keep_artifacts), **kwargs)
+        with _cancel_on_signals(work) as cancelled:
+            runner = ansible_runner.run(
+                private_data_dir=work, playbook=source.playbook(operation), inventory=inventory_path, limit=limit,
+                forks=forks, tags=",".join(tags) if tags else None,
+                skip_tags=",".join(skip_tags) if skip_tags else None, cmdline=" ".join(options) or None,
+                envvars=env, quiet=True, fact_cache_type="memory", suppress_output_file=not keep_artifacts,
+                settings={"pexpect_timeout": 1}, cancel_callback=lambda: _cancelled(work, cancelled),
+                event_handler=lambda event: collector.handle(event, keep_artifacts), **kwargs)
     except Exception as exc:  # runner's own configuration errors (not the playbook's)
         raise PlaybookError(f"nodetune {operation}: ansible-runner could not start the playbook: {exc}") from exc
+    if cancelled:
+        collector.cancelled = int(cancelled[0])
     return int(runner.rc) if runner.rc is not None else 1
+
+
+@contextmanager
+def _cancel_on_signals(work: str) -> Iterator[list[float]]:
+    """SIGINT and SIGTERM during the run cancel it: the run's supervisor (nodetune._supervise) stops the playbook's
+    whole process tree. The list holds the signal received and when. Only in the main thread, where Python
+    delivers signals."""
+    import signal
+    import threading
+
+    from nodetune._supervise import cancel
+
+    received: list[float] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def on_signal(signum: int, frame: Any) -> None:
+        del frame
+        if not received:
+            received.extend((signum, time.monotonic()))
+            cancel(work)
+
+    previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _cancelled(work: str, received: list[float]) -> bool:
+    """runner's cancel callback: once the supervisor has stopped the tree (or after 10 s), runner kills what is
+    left of the playbook's process group."""
+    from nodetune._supervise import running
+
+    if not received:
+        return False
+    return not running(work) or time.monotonic() - received[1] > 10
 
 
 def _scrub_environment_copies(work: str) -> None:
@@ -485,13 +555,18 @@ def _scrub_environment_copies(work: str) -> None:
 
 # --------------------------------------------------------------------------------------------- events
 class _Collector:
-    """Turns runner events into NodeResults and TaskEvents as they arrive."""
+    """Turns runner events into NodeResults and TaskEvents as they arrive, and the nodetune modules' results into
+    the NodeResults' content from the callback's files once the run is over."""
 
-    def __init__(self, operation: Operation, progress: ProgressCallback | None) -> None:
+    def __init__(self, operation: Operation, progress: ProgressCallback | None, results_dir: str) -> None:
         self.operation = operation
         self.progress = progress
+        self.results_dir = results_dir
         self.nodes: dict[str, NodeResult] = {}
         self.output: list[str] = []
+        self.cancelled: int | None = None
+        #: per host, the nodetune module calls the events reported (action, task), in order
+        self.expected: dict[str, list[tuple[str, str]]] = {}
 
     def handle(self, event: Mapping[str, Any], keep: bool) -> bool:
         text = event.get("stdout")
@@ -505,7 +580,7 @@ class _Collector:
         node = self.nodes.setdefault(str(host), NodeResult(host=str(host)))
         res = data.get("res") or {}
         task = str(data.get("task") or "")
-        action = data.get("task_action")
+        action = data.get("resolved_action") or data.get("task_action")
         ignored = bool(data.get("ignore_errors"))
         status: EventStatus | None = None
         message = None
@@ -514,14 +589,14 @@ class _Collector:
         elif kind in ("runner_on_ok", "runner_item_on_ok"):
             status = "changed" if res.get("changed") else "ok"
             if kind == "runner_on_ok":
-                self._absorb(node, str(action or ""), res)
+                self._absorb_event(node, str(action or ""), task, res)
         elif kind == "runner_on_skipped":
             status = "skipped"
         elif kind in ("runner_on_failed", "runner_item_on_failed"):
             status, message = "failed", _failure_message(res)
             if not ignored and kind == "runner_on_failed" and node.status != "unreachable":
                 node.status, node.message, node.failed_task = "failed", message, task
-                self._absorb(node, str(action or ""), res)
+                self._absorb_event(node, str(action or ""), task, res)
         elif kind == "runner_on_unreachable":
             status, message = "unreachable", _failure_message(res)
             node.status, node.message, node.failed_task = "unreachable", message, task
@@ -530,31 +605,40 @@ class _Collector:
                                     ignored=ignored and status == "failed"))
         return keep
 
-    @staticmethod
-    def _absorb(node: NodeResult, action: str, res: Mapping[str, Any]) -> None:
-        """Take what the nodetune modules return into the node's result."""
-        node.warnings.extend(str(w) for w in res.get("warnings") or [])
-        if action == _TOPOLOGY:
-            facts = res.get("ansible_facts") or {}
-            node.topology = facts.get("nodetune_topology")
-        elif action == _TUNE:
-            node.settings = [SettingChange.from_action(a) for a in res.get("actions") or []]
-            node.changed = node.changed or bool(res.get("changed"))
-            node.reboot_required = bool(res.get("reboot_required"))
-            node.restored = [str(r) for r in res.get("restored") or []]
-            node.unconfirmed = list(res.get("unconfirmed") or [])
-            node.notes.extend(str(n) for n in res.get("notes") or [])
-            if isinstance(res.get("diff"), Mapping):
-                node.diff = {k: str(v) for k, v in res["diff"].items() if k in ("before", "after")}
-            if isinstance(res.get("layout"), Mapping):
-                node.layout = dict(res["layout"])
-        elif action == _VERIFY:
-            node.findings = [Finding.from_dict(f) for f in res.get("findings") or []]
-            node.summary = res.get("summary")
-            node.report = res.get("report")
-            node.notes.extend(str(n) for n in res.get("notes") or [])
+    def _absorb_event(self, node: NodeResult, action: str, task: str, res: Mapping[str, Any]) -> None:
+        if action in _RECORDED or _short_action(action) in _RECORDED:
+            # read from the callback's file after the run: the event's copy may be runner's truncated {}
+            self.expected.setdefault(node.host, []).append((_short_action(action), task))
+        else:
+            node.warnings.extend(str(w) for w in res.get("warnings") or [])
+
+    def _absorb_files(self) -> None:
+        """Each recorded module call's result from its file; a node whose result is missing or unreadable is
+        failed with the reason (its verdict cannot be known)."""
+        for host, calls in self.expected.items():
+            node = self.nodes[host]
+            records = _read_records(self.results_dir, host)
+            for action, task in calls:
+                record = records.get(action)
+                problem = record if isinstance(record, str) else None
+                if record is None:
+                    problem = "no result file was written for it"
+                if problem is None:
+                    assert isinstance(record, dict)
+                    problem = _absorb(node, action, record["result"])
+                if problem is not None and node.status != "unreachable":
+                    reason = (f"nodetune could not read the result of task {task!r} ({problem}); the node is not "
+                              "judged (run again with keep_artifacts=True to inspect the run)")
+                    node.message = reason if node.status != "failed" else f"{node.message}; {reason}"
+                    node.status, node.failed_task = "failed", node.failed_task or task
 
     def result(self, rc: int, check: bool) -> RunResult:
+        self._absorb_files()
+        if self.cancelled is not None:
+            for node in self.nodes.values():
+                if node.host not in self.expected and node.status not in ("failed", "unreachable"):
+                    node.status, node.message = "failed", ("stopped by the cancel before its result: what it wrote "
+                                                           "is in its journal ('nodetune revert' restores it)")
         for node in self.nodes.values():
             if node.status in ("failed", "unreachable"):
                 continue
@@ -573,12 +657,93 @@ class _Collector:
                          unmatched=unmatched, errors=errors)
 
 
+def _short_action(action: str) -> str:
+    """``ansible.legacy.x``/``x`` forms of a nodetune action name its collection's FQCN."""
+    name = action.rsplit(".", 1)[-1]
+    full = COLLECTION + "." + name
+    return full if full in _RECORDED else action
+
+
+def _read_records(results_dir: str, host: str) -> dict[str, dict[str, Any] | str]:
+    """The host's last recorded result per action (not the ignored failures), or why it could not be read."""
+    from nodetune.callback_plugins.nodetune_results import host_folder
+
+    out: dict[str, dict[str, Any] | str] = {}
+    folder = Path(host_folder(results_dir, host))
+    for path in sorted(folder.glob("[0-9]*.json")) if folder.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            # which action it held is unknown: every action of the host is then unreadable, none is guessed
+            return {action: f"{path.name} is not readable JSON: {exc}" for action in _RECORDED}
+        if not isinstance(record, dict) or not isinstance(record.get("result"), dict):
+            return {action: f"{path.name} holds no result" for action in _RECORDED}
+        if record.get("status") != "ignored":
+            out[_short_action(str(record.get("action") or ""))] = record
+    return out
+
+
+def _absorb(node: NodeResult, action: str, res: Mapping[str, Any]) -> str | None:
+    """Take what the nodetune modules return into the node's result; returns why it cannot, or None."""
+    node.warnings.extend(str(w) for w in res.get("warnings") or [])
+    if action == _TOPOLOGY:
+        facts = res.get("ansible_facts") or {}
+        node.topology = facts.get("nodetune_topology")
+    elif action == _TUNE:
+        node.settings = [SettingChange.from_action(a) for a in res.get("actions") or []]
+        node.changed = node.changed or bool(res.get("changed"))
+        node.reboot_required = bool(res.get("reboot_required"))
+        node.restored = [str(r) for r in res.get("restored") or []]
+        node.unconfirmed = list(res.get("unconfirmed") or [])
+        node.notes.extend(str(n) for n in res.get("notes") or [])
+        if isinstance(res.get("diff"), Mapping):
+            node.diff = {k: str(v) for k, v in res["diff"].items() if k in ("before", "after")}
+        if isinstance(res.get("layout"), Mapping):
+            node.layout = dict(res["layout"])
+        if isinstance(res.get("verify"), Mapping):
+            return _absorb_audit(node, res["verify"])
+    elif action == _VERIFY:
+        if res.get("failed") and not res.get("failed_on_drift") and "findings" not in res:
+            return None  # the module failed before its audit: the event's failure message says why
+        return _absorb_audit(node, res)
+    return None
+
+
+def _absorb_audit(node: NodeResult, res: Mapping[str, Any]) -> str | None:
+    findings = res.get("findings")
+    if isinstance(findings, str):  # the compact transport of the tune action: one JSON text
+        try:
+            findings = json.loads(findings)
+        except ValueError:
+            return "its findings are not valid JSON"
+    if not isinstance(findings, list):
+        return "it holds no list of findings"
+    node.findings = [Finding.from_dict(f) for f in findings if isinstance(f, Mapping)]
+    node.summary = res.get("summary")
+    report = res.get("report")
+    if isinstance(report, Mapping) and "findings" not in report:
+        report = {**report, "findings": findings}
+    node.report = dict(report) if isinstance(report, Mapping) else None
+    node.notes.extend(str(n) for n in res.get("notes") or [])
+    return None
+
+
 def _failure_message(res: Mapping[str, Any]) -> str:
     message = str(res.get("msg") or "").strip()
     errors = res.get("errors")
     if isinstance(errors, list) and errors and not message:
         message = "; ".join(str(e) for e in errors)
     return message or "failed without a message (see the run's artifacts: keep_artifacts=True)"
+
+
+def _raise_cancelled(result: RunResult, signum: int) -> None:
+    """Always raised (whatever raise_on_failure): a cancelled run has no verdict, only what was done."""
+    import signal
+
+    done = [n.host for n in result.nodes.values() if n.status in ("ok", "changed", "drift")]
+    name = signal.Signals(signum).name
+    raise CancelledError(f"nodetune {result.operation}: cancelled by {name}; the run was stopped"
+                         + (f" (finished on: {', '.join(done)})" if done else ""), result, signum)
 
 
 def _raise_for(result: RunResult, limit: str | None, raise_on_failure: bool) -> None:

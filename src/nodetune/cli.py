@@ -1,9 +1,10 @@
 """The ``nodetune`` command line.
 
 Each sub-command lives in ``nodetune.commands.<name>`` and exposes ``add_parser(subparsers)`` and
-``run(args) -> int``. Exit codes (docs/cli.md): 0 clean, 1 failure (bad input, failed or unreachable nodes),
-2 drift found (``verify``; ``apply --check`` when something would change). A usage error is a failure (1), not
-argparse's usual 2, which would read as drift.
+``run(args) -> int``. Exit codes (docs/cli.md), the same for every verb: 0 ok, 1 failure (bad input, failed or
+unreachable nodes), 2 drift found (``verify``; ``apply --check``/``revert --check`` when something would change);
+130/143 when cancelled by SIGINT/SIGTERM. A usage error is a failure (1), not argparse's usual 2, which would read
+as drift.
 
 ``nodetune discover --root DIR --json`` is scripted at fleet scale, where its start-up is most of its cost, so the
 plain forms of that one command skip argparse (with its ``re``, ``gettext``, ``locale`` and ``shutil`` imports,
@@ -25,6 +26,9 @@ COMMANDS = ("discover", "plan", "apply", "verify", "revert", "picture", "bind")
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_DRIFT = 2
+#: cancelled by SIGINT / SIGTERM (128 + the signal number, as shells report it)
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -36,8 +40,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nodetune",
         description="Discover, plan, tune and verify AMD Instinct GPU training nodes.",
-        epilog="Exit codes: 0 clean, 1 failure, 2 drift found. See docs/cli.md.",
+        epilog="Exit codes, the same for every command: 0 ok, 1 failure or bad input, 2 drift found (verify; "
+               "apply/revert --check: something would change). See docs/cli.md.",
     )
+    from nodetune import __version__
+
+    parser.add_argument("--version", action="version", version=f"nodetune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         if only is not None and name != only:
@@ -139,7 +147,7 @@ def _call(func: Callable[[Any], int], args: Any) -> int:
         return int(func(args))
     except KeyboardInterrupt:
         print("nodetune: interrupted", file=sys.stderr)
-        return EXIT_FAILURE
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

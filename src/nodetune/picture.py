@@ -381,29 +381,45 @@ def node_page(topology: Mapping[str, Any], layout: Mapping[str, Any], host: str 
 
 
 # --------------------------------------------------------------------------------------------- fleet drift
+#: the heat map (a row per node) is drawn up to this many nodes; a larger fleet gets the tables only
+MAP_MAX_NODES = 60
+
+
 @dataclass(frozen=True)
 class NodeDrift:
-    """One node's verify outcome, as the drift page needs it (built from nodetune.api's NodeResult)."""
+    """One node's verify outcome, as the drift page needs it (built from nodetune.api's NodeResult): its findings,
+    or only their ``groups`` (module_utils/finding.py ``group_findings``), which is all the page shows."""
 
     host: str
     status: str
     findings: Sequence[Mapping[str, Any]] = ()
     message: str | None = None
+    groups: Sequence[Mapping[str, Any]] | None = None
+
+    def drift_groups(self) -> list[Mapping[str, Any]]:
+        from ansible_collections.nodetune.instinct.plugins.module_utils.finding import group_findings
+
+        groups = self.groups if self.groups is not None else group_findings([dict(f) for f in self.findings])
+        return [g for g in groups if g.get("status") == "drift"]
 
 
 def drift_records(result: Any) -> list[NodeDrift]:
-    """NodeDrift records from a ``nodetune.verify()`` RunResult."""
+    """NodeDrift records from a ``nodetune.verify()`` RunResult: each node's findings grouped per check id (the
+    per-value findings are not kept: a fleet's would not fit)."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.finding import group_findings
+
     out = []
     for node in result.nodes.values():
         findings = [{"id": f.id, "target": f.target, "status": f.status, "expected": f.expected,
                      "actual": f.actual, "severity": f.severity, "remedy": f.remedy} for f in node.findings]
-        out.append(NodeDrift(node.host, node.status, findings, node.message))
+        out.append(NodeDrift(node.host, node.status, (), node.message, group_findings(findings)))
     return out
 
 
 def drift_svg(nodes: Sequence[NodeDrift]) -> str:
     """A heat map: one row per node, one column per drifting id, the cell shade by how many targets drift."""
-    ids = sorted({str(f["id"]) for n in nodes for f in n.findings if f.get("status") == "drift"})
+    drifting = {node.host: {str(g["id"]): int(g["counts"]["drift"]) for g in node.drift_groups()} for node in nodes}
+    ids = sorted({check for counts in drifting.values() for check in counts})
     label_w, cell_w, cell_h = 160, 26, 20
     slant = int(max((len(i) for i in ids), default=0) * 6.2 * 0.71)  # ids written at 45 degrees
     head_h = slant + 14
@@ -425,10 +441,7 @@ def drift_svg(nodes: Sequence[NodeDrift]) -> str:
                          f'<text x="{label_w + 4}" y="{y + 14}" font-size="11" style="{FONT}">'
                          f'{_esc(node.status)}</text>')
             continue
-        counts: dict[str, int] = {}
-        for finding in node.findings:
-            if finding.get("status") == "drift":
-                counts[str(finding["id"])] = counts.get(str(finding["id"]), 0) + 1
+        counts = drifting[node.host]
         for col, finding_id in enumerate(ids):
             count = counts.get(finding_id, 0)
             fill = "#d9f0d3" if count == 0 else ("#fdb863" if count < 4 else "#e66101")
@@ -440,25 +453,40 @@ def drift_svg(nodes: Sequence[NodeDrift]) -> str:
 
 
 def drift_section(nodes: Sequence[NodeDrift]) -> str:
-    clean = [n for n in nodes if n.status not in ("drift", "failed", "unreachable")]
-    drifted = [n for n in nodes if n.status == "drift"]
-    failed = [n for n in nodes if n.status in ("failed", "unreachable")]
-    rows = []
+    """Counts per check id (nodes and targets drifting), then the drifted nodes (each drifting id with its
+    targets, compact) and the failed ones; the heat map for fleets up to MAP_MAX_NODES nodes."""
+    clean = failed = 0
+    by_id: dict[str, list[int]] = {}
+    node_rows = []
     for node in nodes:
-        drifting = [f for f in node.findings if f.get("status") == "drift"]
         if node.status in ("failed", "unreachable"):
-            rows.append(f'<tr><td>{_esc(node.host)}</td><td class="failed">{_esc(node.status)}</td>'
-                        f'<td colspan="4">{_esc(node.message or "")}</td></tr>')
-        for finding in drifting:
-            rows.append(f'<tr><td>{_esc(node.host)}</td><td class="drift">{_esc(finding["id"])}</td>'
-                        f'<td>{_esc(finding.get("target"))}</td><td>{_esc(finding.get("expected"))}</td>'
-                        f'<td>{_esc(finding.get("actual"))}</td><td>{_esc(finding.get("remedy") or "")}</td></tr>')
-    details = ('<table class="drift"><tr><th>node</th><th>id</th><th>target</th><th>expected</th><th>actual</th>'
-               '<th>remedy</th></tr>' + "".join(rows) + "</table>") if rows else "<p>No drift on any node.</p>"
+            failed += 1
+            node_rows.append(f'<tr><td>{_esc(node.host)}</td><td class="failed">{_esc(node.status)}</td>'
+                             f'<td>{_esc(node.message or "")}</td></tr>')
+            continue
+        groups = node.drift_groups()
+        if not groups:
+            clean += 1
+            continue
+        for group in groups:
+            entry = by_id.setdefault(str(group["id"]), [0, 0])
+            entry[0] += 1
+            entry[1] += int(group["counts"]["drift"])
+        what = "; ".join(f'{g["id"]} ({g["drift_targets"]}: {g["actual"]}, expected {g["expected"]})'
+                         for g in groups)
+        node_rows.append(f'<tr><td>{_esc(node.host)}</td><td class="drift">drift</td><td>{_esc(what)}</td></tr>')
+    drifted = len(nodes) - clean - failed
+    id_rows = "".join(f'<tr><td class="drift">{_esc(check)}</td><td>{n}</td><td>{t}</td></tr>'
+                      for check, (n, t) in sorted(by_id.items(), key=lambda item: (-item[1][0], item[0])))
+    per_id = ('<table class="drift-ids"><tr><th>id</th><th>nodes drifting</th><th>targets drifting</th></tr>'
+              + id_rows + "</table>") if id_rows else "<p>No drift on any node.</p>"
+    details = ('<table class="drift"><tr><th>node</th><th>status</th><th>drifting ids (targets)</th></tr>'
+               + "".join(node_rows) + "</table>") if node_rows else ""
+    heat = drift_svg(nodes) if len(nodes) <= MAP_MAX_NODES else ""
     return (f'<section class="fleet-drift" id="drift"><h2>Fleet drift</h2>'
-            f'<p class="summary"><span class="ok">{len(clean)} clean</span>, <span class="drift">{len(drifted)} '
-            f'drifted</span>, <span class="failed">{len(failed)} failed</span> of {len(nodes)} nodes</p>'
-            f"{drift_svg(nodes)}{details}</section>")
+            f'<p class="summary"><span class="ok">{clean} clean</span>, <span class="drift">{drifted} '
+            f'drifted</span>, <span class="failed">{failed} failed</span> of {len(nodes)} nodes</p>'
+            f"{heat}{per_id}{details}</section>")
 
 
 def drift_page(nodes: Sequence[NodeDrift], title: str = "nodetune fleet drift") -> str:
@@ -468,13 +496,37 @@ def drift_page(nodes: Sequence[NodeDrift], title: str = "nodetune fleet drift") 
 def fleet_page(layouts: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]],
                drift: Sequence[NodeDrift] | None = None, failures: Sequence[tuple[str, str]] = (),
                title: str = "nodetune fleet layout") -> str:
-    """The drift page (when given), then every node's picture; ``layouts`` holds (host, topology, layout)."""
-    links = "".join(f'<a href="#node-{_esc(host)}">{_esc(host)}</a>' for host, _, _ in layouts)
+    """The drift section (when given), then one picture per distinct layout, naming the nodes that share it
+    (a fleet of identical nodes is one drawing, not thousands); ``layouts`` holds (host, topology, layout)."""
+    import json
+
+    shapes: dict[str, tuple[Mapping[str, Any], Mapping[str, Any], list[str]]] = {}
+    keys: dict[tuple[int, int], str] = {}  # the same objects (hosts of one plan) are keyed once
+    for host, topology, layout in layouts:
+        key = keys.get((id(topology), id(layout)))
+        if key is None:
+            key = keys[(id(topology), id(layout))] = json.dumps([layout, _shape(topology)], sort_keys=True,
+                                                                default=str)
+        shapes.setdefault(key, (topology, layout, []))[2].append(host)
+    links = "".join(f'<a href="#node-{_esc(hosts[0])}">{_esc(hosts[0])}'
+                    + (f" (+{len(hosts) - 1})" if len(hosts) > 1 else "") + "</a>"
+                    for _t, _l, hosts in shapes.values())
     body = f"<nav>{links}</nav>" if links else ""
     if drift is not None:
         body += drift_section(drift)
     for host, message in failures:
         body += f'<section class="node"><h2>{_esc(host)}</h2><p class="failed">{_esc(message)}</p></section>'
-    for host, topology, layout in layouts:
-        body += node_section(topology, layout, host)
+    for topology, layout, hosts in shapes.values():
+        section = node_section(topology, layout, hosts[0])
+        if len(hosts) > 1:
+            shared = f'<p class="shared">The same layout on {len(hosts)} nodes: {_esc(", ".join(hosts))}</p>'
+            section = section.replace("</h2>", "</h2>" + shared, 1)
+        body += section
     return page(title, body)
+
+
+def _shape(topology: Mapping[str, Any]) -> list[Any]:
+    """What the drawing shows of a topology beyond its layout: CPUs and devices with their places."""
+    return [[(c.get("id"), c.get("online"), c.get("numa_node"), c.get("package")) for c in topology.get("cpus") or []],
+            [(g.get("bdf"), g.get("numa_node")) for g in topology.get("gpus") or []],
+            [(n.get("name"), n.get("bdf"), n.get("numa_node")) for n in topology.get("nics") or []]]

@@ -1,38 +1,31 @@
 """Result tables of the ``nodetune`` CLI (rich), kept apart from the commands so tests can read the rows.
 
 Fleets are large and so are nodes (a governor per CPU): rows are grouped per node by (id, before, after), and
-numbered targets are compressed the way the kernel prints CPU lists (``cpu0-63``, ``cpu0-63/C2``).
+numbered targets are compressed the way the kernel prints CPU lists (``cpu0-63``, ``cpu0-63/C2``). On a terminal
+the tables are rich's; when stdout is not a terminal each row is one plain line, cells separated by tabs, never
+wrapped nor truncated.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nodetune.api import Finding, NodeResult, RunResult, SettingChange
 
-_NUMBERED = re.compile(r"^(\D*?)(\d+)(\D.*)?$")
 STATUS_STYLE = {"ok": "green", "changed": "yellow", "drift": "yellow", "failed": "bold red", "unreachable": "bold red"}
 MAX_GROUPS_PER_NODE = 25
+#: the grouped diff of one node (``nodetune apply --diff``) never exceeds this; ``--full-diff`` has every value
+MAX_DIFF_LINES = 200
 
 
 def compress_targets(targets: Iterable[str]) -> str:
-    """``cpu0, cpu1, cpu2, cpu7`` -> ``cpu0-2,7``; ``cpu1/C2, cpu2/C2`` -> ``cpu1-2/C2``; others listed."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
+    """``cpu0, cpu1, cpu2, cpu7`` -> ``cpu0-2,7``; ``cpu1/C2, cpu2/C2`` -> ``cpu1-2/C2``; others listed (the
+    reports' own compaction, module_utils/finding.py)."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.finding import compact_targets
 
-    numbered: dict[tuple[str, str], list[int]] = {}
-    plain: list[str] = []
-    for target in targets:
-        match = _NUMBERED.match(target)
-        if match:
-            numbered.setdefault((match.group(1), match.group(3) or ""), []).append(int(match.group(2)))
-        else:
-            plain.append(target)
-    parts = [f"{prefix}{format_cpulist(sorted(set(ids)))}{suffix}"
-             for (prefix, suffix), ids in sorted(numbered.items())]
-    return ", ".join(parts + sorted(set(plain)))
+    return compact_targets(targets)
 
 
 def change_groups(settings: Sequence[SettingChange], max_per_id: int = 3) -> list[tuple[str, str, str, str, int]]:
@@ -82,14 +75,21 @@ def _value(change: SettingChange, value: str | None) -> str:
 
 
 def _short(value: Any, width: int = 48) -> str:
+    """One line; shortened to ``width`` on a terminal only: piped output is never truncated."""
     text = "<absent>" if value is None else str(value)
     text = text.replace("\n", "\\n")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if len(text) <= width or not _on_terminal() else text[: width - 1] + "…"
+
+
+def _on_terminal() -> bool:
+    import sys
+
+    return sys.stdout.isatty()
 
 
 def _status(node: NodeResult) -> str:
     style = STATUS_STYLE.get(node.status, "")
-    return f"[{style}]{node.status}[/{style}]" if style else node.status
+    return f"[{style}]{node.status}[/{style}]" if style and _on_terminal() else node.status
 
 
 def _console() -> Any:
@@ -98,39 +98,105 @@ def _console() -> Any:
     return Console()
 
 
-# --------------------------------------------------------------------------------------------- apply / revert
-def print_apply(result: RunResult, *, show_diff: bool = False) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+class _Rows:
+    """A table: rich's on a terminal; else plain lines, one per row, cells separated by a tab, never wrapped nor
+    truncated (ids, hosts and messages stay whole for grep, awk and logs). Cells are rich markup on a terminal
+    (escaped by the caller) and plain text otherwise."""
 
+    def __init__(self, title: str, columns: Sequence[str]) -> None:
+        self.title = title
+        self.columns = list(columns)
+        self.rows: list[list[str]] = []
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append([str(c) for c in cells])
+
+    def print(self, console: Any) -> None:
+        if _on_terminal():
+            from rich.table import Table
+
+            table = Table(title=self.title, title_justify="left")
+            for column in self.columns:
+                table.add_column(column, overflow="fold")
+            for row in self.rows:
+                table.add_row(*row)
+            console.print(table)
+            return
+        _plain_lines([f"# {self.title}", "\t".join(self.columns), *("\t".join(row) for row in self.rows)])
+
+
+def _plain_lines(lines: Iterable[str]) -> None:
+    import sys
+
+    sys.stdout.write("".join(line + "\n" for line in lines))
+
+
+def _markup(text: str) -> str:
+    """Escaped for rich on a terminal; as it is in plain lines."""
+    if not _on_terminal():
+        return text
+    from rich.markup import escape
+
+    return escape(text)
+
+
+# --------------------------------------------------------------------------------------------- apply / revert
+def print_apply(result: RunResult, *, show_diff: bool = False, full_diff: bool = False) -> None:
     console = _console()
     title = f"nodetune {result.operation}" + (" (check mode: nothing written)" if result.check else "")
-    table = Table(title=title, title_justify="left")
-    for column in ("node", "status", "changes" if result.operation == "apply" else "restored", "reboot", "message"):
-        table.add_column(column, overflow="fold")
+    table = _Rows(title, ("node", "status", "changes" if result.operation == "apply" else "restored", "reboot",
+                          "message"))
     for node in result.nodes.values():
         count = len(node.settings) if result.operation == "apply" else len(node.restored)
         note = node.message or "; ".join(node.notes[:2])
         table.add_row(node.host, _status(node), str(count), "yes" if node.reboot_required else "",
-                      escape(_short(note, 200)))
-    console.print(table)
+                      _markup(_short(note, 200)))
+    table.print(console)
     if result.operation == "apply" and any(n.settings for n in result.nodes.values()):
-        changes = Table(title="changes" + (" that would be made" if result.check else ""), title_justify="left")
-        for column in ("node", "setting", "targets", "before", "after"):
-            changes.add_column(column, overflow="fold")
+        changes = _Rows("changes" + (" that would be made" if result.check else ""),
+                        ("node", "setting", "targets", "before", "after"))
         for node in result.nodes.values():
             groups = change_groups(node.settings)
-            for setting_id, targets, before, after, _count in groups[:MAX_GROUPS_PER_NODE]:
-                changes.add_row(node.host, setting_id, escape(targets), escape(before), escape(after))
-            if len(groups) > MAX_GROUPS_PER_NODE:
-                changes.add_row(node.host, f"... {len(groups) - MAX_GROUPS_PER_NODE} more (--json for all)", "", "", "")
-        console.print(changes)
-    if show_diff:
+            shown = groups if not _on_terminal() else groups[:MAX_GROUPS_PER_NODE]
+            for setting_id, targets, before, after, _count in shown:
+                changes.add_row(node.host, setting_id, _markup(targets), _markup(before), _markup(after))
+            if len(groups) > len(shown):
+                changes.add_row(node.host, f"... {len(groups) - len(shown)} more (--json for all)", "", "", "")
+        changes.print(console)
+    if show_diff or full_diff:
         for node in result.nodes.values():
-            if node.diff and (node.diff.get("before") or node.diff.get("after")):
+            if full_diff and node.diff and (node.diff.get("before") or node.diff.get("after")):
+                text = unified_diff(node)
+            elif show_diff and node.settings:
+                text = "\n".join(grouped_diff(node)) + "\n"
+            else:
+                continue
+            if _on_terminal():
                 console.print(f"[bold]--- {node.host}[/bold]")
-                console.print(escape(unified_diff(node)), highlight=False)
+                console.print(_markup(text), highlight=False)
+            else:
+                _plain_lines(text.splitlines())
     _print_unconfirmed(console, result)
+
+
+def grouped_diff(node: NodeResult, limit: int = MAX_DIFF_LINES) -> list[str]:
+    """The node's changes as a diff of groups: one ``@@ id @@`` hunk per setting id, a ``-``/``+`` pair per
+    distinct change over its targets (compact), at most ``limit`` lines whatever the node's size."""
+    lines = [f"--- {node.host} (current)", f"+++ {node.host} (nodetune)"]
+    by_id: dict[str, list[tuple[str, str, str, str, int]]] = {}
+    for group in change_groups(node.settings):
+        by_id.setdefault(group[0], []).append(group)
+    body: list[str] = []
+    for setting_id, groups in by_id.items():
+        values = sum(g[4] for g in groups)
+        body.append(f"@@ {setting_id} ({values} value{'s' if values != 1 else ''}) @@")
+        for _id, targets, before, after, _count in groups:
+            body += [f"-{targets}: {before}", f"+{targets}: {after}"]
+    room = limit - len(lines)
+    if len(body) > room:
+        cut = len(body) - room + 1
+        body = body[: room - 1] + [f"... {cut} more line(s): --full-diff shows every value"]
+    return lines + body
 
 
 def unified_diff(node: NodeResult) -> str:
@@ -142,43 +208,39 @@ def unified_diff(node: NodeResult) -> str:
 
 
 def _print_unconfirmed(console: Any, result: RunResult) -> None:
-    from rich.markup import escape
-
     for node in result.nodes.values():
         for entry in node.unconfirmed:
-            console.print(f"[yellow]{node.host}: {escape(str(entry.get('id')))}[{escape(str(entry.get('target')))}]"
-                          f" reads back {escape(str(entry.get('actual')))!s}, expected "
-                          f"{escape(str(entry.get('expected')))}[/yellow]", highlight=False)
+            line = (f"{node.host}: {entry.get('id')}[{entry.get('target')}] reads back {entry.get('actual')}, "
+                    f"expected {entry.get('expected')}")
+            if _on_terminal():
+                from rich.markup import escape
+
+                console.print(f"[yellow]{escape(line)}[/yellow]", highlight=False)
+            else:
+                _plain_lines([line])
 
 
 # --------------------------------------------------------------------------------------------- verify
 def print_verify(result: RunResult) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     console = _console()
-    table = Table(title="nodetune verify", title_justify="left")
-    for column in ("node", "status", "ok", "drift", "waived", "n/a", "drift ids / message"):
-        table.add_column(column, overflow="fold")
+    table = _Rows("nodetune verify", ("node", "status", "ok", "drift", "waived", "n/a", "drift ids / message"))
     for node in result.nodes.values():
         counts = status_counts(node)
         ids = ", ".join(sorted({f.id for f in node.drift}))
         table.add_row(node.host, _status(node), str(counts["ok"]), str(counts["drift"]), str(counts["waived"]),
-                      str(counts["not_applicable"] + counts["unsupported"]), escape(node.message or ids))
-    console.print(table)
+                      str(counts["not_applicable"] + counts["unsupported"]), _markup(node.message or ids))
+    table.print(console)
     if result.drift:
-        drift = Table(title="drift", title_justify="left")
-        for column in ("node", "id", "targets", "expected", "actual", "remedy"):
-            drift.add_column(column, overflow="fold")
+        drift = _Rows("drift", ("node", "id", "targets", "expected", "actual", "remedy"))
         for node in result.nodes.values():
             groups = drift_groups(node.findings)
-            for finding_id, targets, expected, actual, remedy, _count in groups[:MAX_GROUPS_PER_NODE]:
-                drift.add_row(node.host, finding_id, escape(targets), escape(expected), escape(actual),
-                              escape(_short(remedy, 90)))
-            if len(groups) > MAX_GROUPS_PER_NODE:
-                drift.add_row(node.host, f"... {len(groups) - MAX_GROUPS_PER_NODE} more (--json for all)", "", "", "",
-                              "")
-        console.print(drift)
+            shown = groups if not _on_terminal() else groups[:MAX_GROUPS_PER_NODE]
+            for finding_id, targets, expected, actual, remedy, _count in shown:
+                drift.add_row(node.host, finding_id, _markup(targets), _markup(expected), _markup(actual),
+                              _markup(_short(remedy, 90)))
+            if len(groups) > len(shown):
+                drift.add_row(node.host, f"... {len(groups) - len(shown)} more (--json for all)", "", "", "", "")
+        drift.print(console)
 
 
 # --------------------------------------------------------------------------------------------- discover / plan
@@ -196,26 +258,32 @@ def discover_row(node: NodeResult) -> list[str]:
 
 
 def print_discover(result: RunResult) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title="nodetune discover", title_justify="left")
-    for column in ("node", "status", "CPUs online", "sockets", "NUMA", "GPUs", "NICs", "NVMe", "absent / message"):
-        table.add_column(column, overflow="fold")
+    table = _Rows("nodetune discover",
+                  ("node", "status", "CPUs online", "sockets", "NUMA", "GPUs", "NICs", "NVMe", "absent / message"))
     for node in result.nodes.values():
-        table.add_row(*(escape(cell) for cell in discover_row(node)))
-    _console().print(table)
+        table.add_row(*(_markup(cell) for cell in discover_row(node)))
+    table.print(_console())
 
 
 def print_plan(result: RunResult) -> None:
     from nodetune.commands.plan import print_tables
 
     console = _console()
+    terminal = _on_terminal()
     for node in result.nodes.values():
-        console.rule(f"[bold]{node.host}[/bold] ({node.status})")
+        if terminal:
+            console.rule(f"[bold]{_markup(node.host)}[/bold] ({node.status})")
+        else:
+            _plain_lines([f"## {node.host} ({node.status})"])
         if node.layout and "numa" in node.layout:
             print_tables(node.layout)
-            console.print(f"an apply would change {len(node.settings)} setting(s)"
-                          + (" and needs a reboot" if node.reboot_required else ""))
+            line = (f"an apply would change {len(node.settings)} setting(s)"
+                    + (" and needs a reboot" if node.reboot_required else ""))
+            if terminal:
+                console.print(line)
+            else:
+                _plain_lines([line])
+        elif terminal:
+            console.print(f"[red]{_markup(node.message or 'no layout returned')}[/red]", highlight=False)
         else:
-            console.print(f"[red]{node.message or 'no layout returned'}[/red]", highlight=False)
+            _plain_lines([node.message or "no layout returned"])

@@ -8,6 +8,7 @@ and a path in turn, so all three forms are exercised.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -20,6 +21,7 @@ import yaml
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 import nodetune
+from tests.integration import fullsize
 from tests.integration.test_playbooks import small_spec
 from tests.unit.test_engine import tree_digest
 
@@ -143,3 +145,95 @@ def test_plan_with_an_unreachable_node(node: Path) -> None:
     assert planned.layout["smt_offline"]
     # plan never writes: the tune module ran in check mode
     assert not (node / "var/lib/nodetune/journal.json").exists()
+
+
+# --------------------------------------------------------------------------------------------- full size
+@pytest.fixture(scope="module")
+def big_node() -> Iterator[Path]:
+    """A synthetic node larger than any lab node: 1,152 CPUs, 16 GPUs, 16 HCAs, ~4,500 IRQs (untuned)."""
+    scratch = scratch_dir()
+    try:
+        root = scratch / "big-01"
+        simnode.build(fullsize.big_spec(), str(root))
+        yield root
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _online_cpus(root: Path) -> set[str]:
+    from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpulist
+
+    text = (root / "sys/devices/system/cpu/online").read_text().strip()
+    return {f"cpu{n}" for n in parse_cpulist(text)}
+
+
+def test_full_size_node_untuned_drifts_apply_counts_tuned_is_clean(big_node: Path, tmp_path: Path) -> None:
+    """The audit and the apply of this node are each larger than ansible-runner's event limit: the verdicts come
+    from the results' files, never from a truncated event (the API used to call this untuned node clean)."""
+    assert len(_online_cpus(big_node)) == 1152 and fullsize.interrupts(big_node) >= 4000
+    inventory = fullsize.big_inventory(big_node)
+    reports = tmp_path / "reports"
+    audit = nodetune.verify(inventory, report_dir=reports)
+    node = audit.nodes["big-01"]
+    assert node.status == "drift" and audit.drifted == [node] and audit.ok
+    report = json.loads((reports / "nodes" / "big-01.json").read_text())
+    assert len(node.findings) == len(report["findings"]) and len(node.drift) == report["summary"]["counts"]["drift"]
+    assert len(node.drift) > 5000
+    # every online CPU that stays online drifts on its governor (powersave, not performance): counted from the tree
+    offline = {f.target for f in node.drift if f.id == "smt.siblings_offline"}
+    governor = {f.target for f in node.drift if f.id == "cpu.governor"}
+    assert len(offline) == 576 and governor == _online_cpus(big_node) - offline
+    # sized for fleets: a JUnit testcase per check id, a Prometheus series count independent of CPUs and IRQs
+    from xml.etree import ElementTree
+
+    from ansible_collections.nodetune.instinct.plugins.module_utils import report as report_mod
+
+    ids = {f["id"] for f in report["findings"]}
+    suite = ElementTree.fromstring((reports / "junit.xml").read_text()).find("testsuite")
+    assert suite is not None and sorted(c.get("name") for c in suite.findall("testcase")) == sorted(ids)
+    series = [line for line in report_mod.prometheus_text(report["findings"]).splitlines()
+              if line and not line.startswith("#")]
+    assert len(series) == 2 * len(ids) + 6 <= 200
+
+    applied = nodetune.apply(inventory)
+    done = applied.nodes["big-01"]
+    journal = json.loads((big_node / "var/lib/nodetune/journal.json").read_text())
+    written = journal["runs"][-1]["changed"]
+    assert done.status == "changed" and len(done.settings) == len(written) > 5000
+    assert {f"{s.id}[{s.target}]" for s in done.settings} == set(written)
+    assert done.reboot_required and applied.reboot_required
+
+    tuned = nodetune.verify(inventory)
+    assert tuned.nodes["big-01"].status == "ok" and not tuned.drift, [f.uid for f in tuned.drift][:5]
+    assert len(tuned.nodes["big-01"].findings) == len(node.findings)
+
+
+def test_a_result_that_cannot_be_read_fails_the_node(tmp_path: Path) -> None:
+    """A module result the callback did not record (or recorded unreadable) is a failed node, never ok."""
+    from nodetune.api import _Collector
+
+    def ok_event(host: str, action: str) -> dict[str, Any]:
+        return {"event": "runner_on_ok", "event_data": {"host": host, "task": "Verify the nodes",
+                                                        "task_action": action, "res": {}}}
+
+    collector = _Collector("verify", None, str(tmp_path / "results"))
+    collector.handle(ok_event("n1", "nodetune.instinct.verify"), False)
+    collector.handle(ok_event("n2", "nodetune.instinct.verify"), False)
+    (tmp_path / "results" / "n2").mkdir(parents=True)
+    (tmp_path / "results" / "n2" / "000001.json").write_text('{"host": "n2", "action": "nodetune.instin')
+    result = collector.result(0, check=False)
+    assert [n.status for n in result.nodes.values()] == ["failed", "failed"] and not result.ok
+    assert "no result file" in (result.nodes["n1"].message or "")
+    assert "not readable JSON" in (result.nodes["n2"].message or "")
+
+
+def test_a_host_name_with_dot_dot_slash_keeps_its_report_in_the_folder(node: Path, tmp_path: Path) -> None:
+    """The per-node report is named after the host, encoded: ``../`` in a name never writes outside the folder."""
+    reports = tmp_path / "out" / "reports"
+    inventory = inventory_for(node)
+    inventory["all"]["hosts"] = {"../../escaped": inventory["all"]["hosts"]["node1"]}
+    audit = nodetune.verify(inventory, report_dir=reports, extra_vars={"nodetune_bios_check_enabled": False})
+    assert audit.nodes["../../escaped"].status in ("ok", "drift")
+    assert not (tmp_path / "escaped.json").exists() and not (tmp_path / "out" / "escaped.json").exists()
+    assert [p.name for p in (reports / "nodes").iterdir()] == ["..%2F..%2Fescaped.json"]
+    assert json.loads((reports / "nodes" / "..%2F..%2Fescaped.json").read_text())["node"] == "../../escaped"

@@ -45,6 +45,10 @@ def test_quick_run_prints_every_ratio_line(tmp_path: Path) -> None:
         rf"ratio discovery simulated mi300x: {NUMBER}x lstopo wall, {NUMBER}x lstopo CPU \(target <= 2x\): {VERDICT}",
         rf"ratio planner: largest plan\(\) {NUMBER} ms CPU median \(1152 CPUs, \d+ IRQs; target < 50 ms\): {VERDICT}",
         rf"ratio planner growth: time per CPU \+ IRQ x{NUMBER} from 64 to 1152 CPUs .*: {VERDICT}",
+        rf"ratio fleet reports N=1000: {NUMBER} s CPU \({NUMBER} s wall\), {NUMBER} MiB peak \(target < 60 s and "
+        rf"2 GiB at 10,000 nodes\): {VERDICT}",
+        rf"ratio fleet reports growth: CPU time per node x{NUMBER} from 100 to 1000 nodes \(target <= 1.5, "
+        rf"linear\): {VERDICT}",
     ]
     if realdata.real_available():
         expected.append(rf"ratio discovery real hwloc-opteron: {NUMBER}x lstopo wall, .*: {VERDICT}")
@@ -58,3 +62,4 @@ def test_quick_run_prints_every_ratio_line(tmp_path: Path) -> None:
     roots = {r["root"] for r in data["discovery"]["roots"]}
     assert {"simulated mi250", "simulated mi300x"} <= roots
     assert data["planner"]["cases"][-1]["cpus"] >= 384
+    assert [row["nodes"] for row in data["reports"]["sizes"]] == [100, 1000]

@@ -21,6 +21,7 @@ from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from nodetune.api import TaskEvent
 from nodetune.cli import main
+from tests.integration import fullsize
 from tests.integration.test_api import scratch_dir
 from tests.integration.test_playbooks import small_spec
 from tests.unit.test_engine import tree_digest
@@ -75,8 +76,10 @@ def test_apply_verify_drift_revert_exit_codes(node: Path, capsys: pytest.Capture
     assert [(f["id"], f["actual"]) for f in drift] == [("sysctl.kernel.numa_balancing", "1")]
     (node / NUMA_BALANCING).write_text(balancing)
 
+    assert main(["revert", "--root", str(node), "--check", *LAB]) == 2, "revert --check exits 2 as apply --check does"
     assert main(["revert", "--root", str(node), *LAB]) == 0
     assert tree_digest(node) == pristine
+    assert main(["revert", "--root", str(node), "--check", *LAB]) == 0  # nothing left to restore
 
 
 @pytest.mark.slow
@@ -102,6 +105,8 @@ def test_fleet_discover_picture_and_unknown_host(node: Path, tmp_path: Path,
 
 
 def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    binary = tmp_path / "binary.yml"
+    binary.write_bytes(b"\xff\xfe\x00\x81 nodetune_root: /\n")
     cases = [
         (["apply", "--root", str(tmp_path / "missing")], "no such directory"),
         (["verify", "-i", str(tmp_path / "missing.yml")], "does not exist"),
@@ -109,6 +114,8 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.Capture
         (["apply", "--root", str(tmp_path), "-e", "not a var=1"], "is not a variable name"),
         (["picture", "--root", str(tmp_path / "missing"), "-o", str(tmp_path / "x.html")], "no such directory"),
         (["verify", "--root", str(tmp_path), "-f", "0"], "expected a whole number >= 1"),
+        (["apply", "--root", str(tmp_path), "-e", f"@{binary}"], "not a UTF-8 text file"),
+        (["bind"], "nothing to run"),  # a usage error: 1 for every verb (2 means drift)
     ]
     for words, message in cases:
         assert main(words) == 1, words
@@ -146,3 +153,192 @@ def test_progress_rows_per_node() -> None:
     text = out.getvalue()
     assert "n1 1/1 changed Tune the node" in text
     assert "n2 1/1 failed: nodetune refused [x]" in text
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import nodetune
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"nodetune {nodetune.__version__}"
+
+
+# --------------------------------------------------------------------------------------------- the full lab
+@pytest.fixture(scope="module")
+def full_lab() -> Iterator[Path]:
+    scratch = fullsize.scratch_dir("nodetune-cli-lab-")
+    try:
+        yield fullsize.build_full_lab(scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_full_lab_untuned_drifts_applied_is_clean(full_lab: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The documented lab, both full-size nodes with its opt-ins: an untuned lab is drift (exit 2) with the counts
+    of the run's own reports; apply reports every value written and the reboot; the tuned lab is clean (exit 0;
+    only the lab's command line is waived, which nodetune does not change). Each node's audit and the MI300X
+    apply are larger than ansible-runner's event limit: the CLI used to call this lab clean."""
+    reports = tmp_path / "reports"
+    code, audit = run_json(capsys, "verify", "-i", str(full_lab), "--json", "--report-dir", str(reports))
+    assert code == 2
+    summary = json.loads((reports / "summary.json").read_text())
+    assert summary["counts"]["drifted"] == 2 and sorted(summary["drifted"]) == list(fullsize.LAB_HOSTS)
+    for host in fullsize.LAB_HOSTS:
+        node = audit["nodes"][host]
+        report = json.loads((reports / "nodes" / f"{host}.json").read_text())
+        drift = [f for f in node["findings"] if f["status"] == "drift"]
+        assert node["status"] == "drift" and len(drift) == report["summary"]["counts"]["drift"] > 500
+        assert {f["id"] for f in drift} == set(summary["drifted"][host])
+
+    assert main(["apply", "-i", str(full_lab), "--check", "--diff"]) == 2
+    out = capsys.readouterr().out
+    planned_ids = {line.split("\t")[1] for line in out.split("# changes")[1].splitlines()[2:] if "\t" in line}
+    for host in fullsize.LAB_HOSTS:  # the grouped diff: <= 200 lines per node, every changed id in it
+        diff = out.split(f"--- {host} (current)")[1].split("--- ")[0].splitlines()
+        assert 10 < len(diff) <= 200
+    assert all(f"@@ {setting_id} (" in out for setting_id in planned_ids)
+    assert any(i.startswith("sysctl.") for i in planned_ids)
+
+    code, applied = run_json(capsys, "apply", "-i", str(full_lab), "--json")
+    assert code == 0
+    for host in fullsize.LAB_HOSTS:
+        node = applied["nodes"][host]
+        journal = json.loads((full_lab.parents[1] / "lab" / host / "var/lib/nodetune/journal.json").read_text())
+        assert node["status"] == "changed" and len(node["settings"]) == len(journal["runs"][-1]["changed"]) > 500
+        assert node["reboot_required"] is True
+    assert applied["reboot_required"] is True
+
+    code, tuned = run_json(capsys, "verify", "-i", str(full_lab), "--json",
+                           "--waivers", str(full_lab / "waivers.yml"))
+    assert code == 0, {h: [f["id"] for f in n["findings"] if f["status"] == "drift"] for h, n in tuned["nodes"].items()}
+    assert all(n["status"] == "ok" for n in tuned["nodes"].values())
+
+
+def test_piped_output_is_plain_lines_never_wrapped_nor_truncated(capsys: pytest.CaptureFixture[str]) -> None:
+    """stdout not a terminal (pytest captures it): one line per row, tab-separated, long ids and messages whole."""
+    from nodetune.api import Finding, NodeResult, RunResult
+    from nodetune.render import print_verify
+
+    long_id = "sysctl.net.ipv4.neigh.default.gc_thresh3_" + "x" * 80
+    host = "a-very-long-host-name-" + "y" * 60 + ".example.com"
+    message = "could not read the result: " + "z" * 300
+    findings = [Finding(id=long_id, target="net.ipv4.neigh.default.gc_thresh3", status="drift", expected="8192",
+                        actual="1024", remedy="r" * 200)]
+    result = RunResult("verify", {host: NodeResult(host=host, status="drift", findings=findings),
+                                  "bad": NodeResult(host="bad", status="failed", message=message)}, rc=0)
+    print_verify(result)
+    lines = capsys.readouterr().out.splitlines()
+    assert f"{host}\tdrift\t0\t1\t0\t0\t{long_id}" in lines
+    assert f"bad\tfailed\t0\t0\t0\t0\t{message}" in lines
+    assert any(line.endswith("r" * 200) and long_id in line for line in lines)
+    assert not any("…" in line or "│" in line for line in lines)
+
+
+def test_grouped_diff_stays_short_on_a_full_size_node() -> None:
+    from nodetune.api import NodeResult, SettingChange
+    from nodetune.render import MAX_DIFF_LINES, grouped_diff
+
+    settings = [SettingChange("cpu.governor", f"cpu{n}", "powersave", "performance") for n in range(1152)]
+    settings += [SettingChange("irq.nic_local", f"irq {40 + n}", f"{n:x}", f"{n + 1:x}") for n in range(4000)]
+    settings += [SettingChange(f"sysctl.vm.x{n}", f"vm.x{n}", "1", "0") for n in range(20)]
+    lines = grouped_diff(NodeResult(host="big", settings=settings))
+    assert len(lines) <= MAX_DIFF_LINES
+    assert "@@ cpu.governor (1152 values) @@" in lines and "-cpu0-1151: powersave" in lines
+    assert "@@ irq.nic_local (4000 values) @@" in lines and "-irq 40-4039: 4000 values" in lines
+    assert all(f"@@ sysctl.vm.x{n} (1 value) @@" in lines for n in range(20))
+    many = [SettingChange(f"id.{n}", f"t{k}", "a", f"b{k}") for n in range(100) for k in range(3)]
+    cut = grouped_diff(NodeResult(host="many", settings=many))
+    assert len(cut) == MAX_DIFF_LINES and cut[-1].endswith("--full-diff shows every value")
+
+
+# --------------------------------------------------------------------------------------------- cancelling
+def _start_apply(root: Path) -> subprocess.Popen[str]:
+    script = Path(sys.executable).parent / "nodetune"
+    if not script.exists():
+        pytest.skip(f"the nodetune console script is not installed next to {sys.executable} (pip install -e .)")
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    return subprocess.Popen([str(script), "apply", "--root", str(root), *LAB_OPT_INS], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+LAB_OPT_INS = ["-e", "nodetune_smt_policy=offline_siblings", "-e", "nodetune_smt_offline_allowed=true",
+               "-e", "nodetune_irqbalance_stop_allowed=true"]
+
+
+def _wait_for_the_module(root: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    """Until the tune module holds the node's lock (it is applying)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not (root / "var/lib/nodetune/lock").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the tune module never started"
+        time.sleep(0.05)
+
+
+def _runs_completed(root: Path) -> int:
+    journal = root / "var/lib/nodetune/journal.json"
+    return len(json.loads(journal.read_text()).get("runs") or []) if journal.exists() else 0
+
+
+def _playbooks_on(root: Path) -> list[str]:
+    """Command lines of processes still working on this node tree (the playbook, its workers, the module)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(root) in text or "ansible-playbook" in text and "nodetune-run-" in text:
+            found.append(text)
+    return found
+
+
+@pytest.fixture()
+def big_node() -> Iterator[Path]:
+    scratch = fullsize.scratch_dir("nodetune-cancel-")
+    try:
+        root = scratch / "big-01"
+        simnode.build(fullsize.big_spec(), str(root))
+        yield root
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_sigterm_cancels_the_apply_and_exits_143(big_node: Path) -> None:
+    import signal
+    import time
+
+    proc = _start_apply(big_node)
+    _wait_for_the_module(big_node, proc)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "cancelled by SIGTERM" in err and "Traceback" not in err
+    time.sleep(3)
+    assert _playbooks_on(big_node) == [] and _runs_completed(big_node) == 0  # stopped, not finished
+
+
+@pytest.mark.slow
+def test_a_killed_cli_leaves_no_playbook_finishing_the_apply(big_node: Path) -> None:
+    import signal
+    import time
+
+    proc = _start_apply(big_node)
+    _wait_for_the_module(big_node, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    time.sleep(5)
+    assert _playbooks_on(big_node) == []
+    time.sleep(10)  # an orphaned playbook would finish the apply meanwhile (a fresh big node: ~15 s)
+    assert _runs_completed(big_node) == 0
+
+
+def test_bind_without_a_rank_is_a_failure_not_drift(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["bind", "--", "true"]) == 1  # it used to exit 2, which reads as drift
+    assert "no local rank" in capsys.readouterr().err

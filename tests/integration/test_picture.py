@@ -171,3 +171,42 @@ def test_fleet_page_in_headless_chromium(node: tuple[Path, dict[str, Any], dict[
     assert distinct > 64 and png.stat().st_size > 20_000, "the screenshot looks blank"
     with capsys.disabled():
         print(f"\nlayout picture screenshot: {png} (page: {page})")
+
+
+def test_fleet_page_aggregates_instead_of_drawing_every_node(node: tuple[Path, dict[str, Any], dict[str, Any]]
+                                                              ) -> None:
+    """200 identical nodes, each with a governor drifting on 64 CPUs: one drawing naming the 200 nodes, counts per
+    check id, each drifted node listed once with its targets compact; no per-CPU row, no 200-row heat map."""
+    _, topology, layout = node
+    hosts = [f"n{i:03d}" for i in range(200)]
+    findings = [{"id": "cpu.governor", "target": f"cpu{c}", "status": "drift", "expected": "performance",
+                 "actual": "powersave"} for c in range(64)]
+    drift = [picture.NodeDrift(h, "drift" if i % 2 else "ok", findings if i % 2 else [], None)
+             for i, h in enumerate(hosts)]
+    page = picture.fleet_page([(h, topology, layout) for h in hosts], drift)
+    dom = Dom(page)
+    assert page.count('<section class="node"') == 1 and "The same layout on 200 nodes" in page
+    assert "100 drifted" in page and "100 clean" in page
+    assert '<td class="drift">cpu.governor</td><td>100</td><td>6400</td>' in page
+    assert page.count("cpu.governor (cpu0-63: powersave, expected performance)") == 100
+    assert "drift-map" not in page
+    assert not any(tag == "rect" and "data-count" in a for tag, a in dom.elements)
+
+
+@pytest.mark.slow
+def test_picture_of_the_untuned_full_lab_shows_it_drifted(tmp_path: Path) -> None:
+    """The documented lab, both full-size nodes freshly built: the fleet page says 2 drifted (it used to draw
+    "2 clean": the audits were larger than ansible-runner's event limit and read as empty)."""
+    from tests.integration import fullsize
+
+    scratch = fullsize.scratch_dir("nodetune-picture-lab-")
+    try:
+        inventory = fullsize.build_full_lab(scratch)
+        page = tmp_path / "lab.html"
+        assert main(["picture", "-i", str(inventory), "-o", str(page)]) == 0
+        html = page.read_text()
+        assert "0 clean</span>, <span class=\"drift\">2 drifted</span>" in html
+        assert '<td class="drift">cpu.governor</td><td>2</td>' in html
+        assert html.count('<section class="node"') == 2  # two different layouts: two drawings
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -4,6 +4,7 @@ prometheus_client's own parser, the fleet summary's counts."""
 from __future__ import annotations
 
 import json
+import re
 from xml.etree import ElementTree
 
 import pytest
@@ -53,25 +54,79 @@ def test_node_report_is_json_with_a_utc_timestamp() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ JUnit
-def test_junit_has_a_testsuite_per_node_and_a_testcase_per_check() -> None:
+def test_junit_has_a_testsuite_per_node_and_a_testcase_per_check_id() -> None:
     root = ElementTree.fromstring(report.junit_xml(FLEET))
     assert root.tag == "testsuites"
     suites = {s.get("name"): s for s in root.findall("testsuite")}
     assert sorted(suites) == sorted(FLEET)
     drifted = suites["mi300x-02"]
     cases = {c.get("name"): c for c in drifted.findall("testcase")}
-    assert sorted(cases) == ["bios.iommu[-]", "bios.pcie_link[-]", "health.ib_port[mlx5_3/1]",
-                             "irq.nic_local[irq 142]", "nvme.scheduler[nvme0n1]"]
+    assert sorted(cases) == ["bios.iommu", "bios.pcie_link", "health.ib_port", "irq.nic_local", "nvme.scheduler"]
     assert all(c.get("classname") == "mi300x-02" for c in cases.values())
-    failure = cases["nvme.scheduler[nvme0n1]"].find("failure")
-    assert failure is not None and failure.get("message") == "expected x, found y" and "do it" in failure.text
-    for name in ("bios.iommu[-]", "bios.pcie_link[-]", "health.ib_port[mlx5_3/1]"):
+    failure = cases["nvme.scheduler"].find("failure")
+    assert failure is not None and failure.get("message") == "1 of 1 drift (nvme0n1): expected x, found y"
+    assert "do it" in failure.text
+    for name in ("bios.iommu", "bios.pcie_link", "health.ib_port"):
         assert cases[name].find("skipped") is not None and cases[name].find("failure") is None
-    assert "not cabled" in cases["health.ib_port[mlx5_3/1]"].find("skipped").get("message")
+    assert "not cabled" in cases["health.ib_port"].find("skipped").get("message")
     assert (drifted.get("tests"), drifted.get("failures"), drifted.get("skipped"), drifted.get("errors")) == \
         ("5", "2", "3", "0")
     clean = suites["mi300x-01"]
     assert clean.get("failures") == "0" and all(len(c) == 0 for c in clean.findall("testcase"))
+
+
+def _cpus_and_irqs(cpus: int, irqs: int, drift_every: int = 1) -> list[dict]:
+    """A full-size node's findings: a governor per CPU, an affinity per IRQ, a few single checks."""
+    out = [finding("cpu.governor", f"cpu{n}", "drift" if n % drift_every == 0 else "ok") for n in range(cpus)]
+    out += [finding("irq.nic_local", f"irq {40 + n}", "drift") for n in range(irqs)]
+    out += [finding(f"sysctl.vm.x{n}", f"vm.x{n}", "ok") for n in range(20)]
+    return out
+
+
+def test_junit_one_testcase_per_check_id_whatever_the_node_size() -> None:
+    root = ElementTree.fromstring(report.junit_xml({"big": node_result(_cpus_and_irqs(1152, 4000, 2))}))
+    cases = {c.get("name"): c for c in root.findall("testsuite/testcase")}
+    assert len(cases) == 22
+    failure = cases["cpu.governor"].find("failure")
+    assert failure.get("message").startswith("576 of 1152 drift (cpu0,2,4,")
+    assert "irq 40-4039" in cases["irq.nic_local"].find("failure").get("message")
+
+
+#: Jenkins' JUnit schema (xunit-plugin junit-10.xsd, also what GitLab reads): elements, their children, required
+#: attributes (the allowed ones are report.JUNIT_ATTRIBUTES, checked against this list here)
+JUNIT_SCHEMA = {
+    "testsuites": ({"testsuite"}, set(), {"name", "time", "tests", "failures", "disabled", "errors"}),
+    "testsuite": ({"properties", "testcase", "system-out", "system-err"}, {"name", "tests"},
+                  {"name", "tests", "failures", "errors", "time", "disabled", "skipped", "timestamp", "hostname", "id",
+                   "package"}),
+    "testcase": ({"skipped", "error", "failure", "system-out", "system-err"}, {"name"},
+                 {"name", "assertions", "time", "classname", "status"}),
+    "failure": (set(), set(), {"message", "type"}),
+    "error": (set(), set(), {"message", "type"}),
+    "skipped": (set(), set(), {"message"}),
+}
+
+
+def _schema_errors(element: ElementTree.Element) -> list[str]:
+    children, required, allowed = JUNIT_SCHEMA[element.tag]
+    errors = [f"{element.tag}: attribute {name}" for name in set(element.attrib) - allowed]
+    errors += [f"{element.tag}: missing {name}" for name in required - set(element.attrib)]
+    for name in ("tests", "failures", "errors", "skipped", "disabled"):
+        if name in element.attrib and not element.attrib[name].isdigit():
+            errors.append(f"{element.tag}: {name}={element.attrib[name]!r}")
+    stamp = element.attrib.get("timestamp")
+    if stamp is not None and not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", stamp):
+        errors.append(f"timestamp {stamp!r} is not ISO 8601 without a zone")
+    for child in element:
+        errors += [f"{element.tag} holds {child.tag}"] if child.tag not in children else _schema_errors(child)
+    return errors
+
+
+def test_junit_is_valid_against_the_jenkins_schema() -> None:
+    assert {tag: set(names) for tag, names in report.JUNIT_ATTRIBUTES.items()} == \
+        {tag: allowed for tag, (_c, _r, allowed) in JUNIT_SCHEMA.items()}
+    for results in (FLEET, {"big": node_result(_cpus_and_irqs(64, 100, 3))}):
+        assert _schema_errors(ElementTree.fromstring(report.junit_xml(results))) == []
 
 
 def test_junit_reports_nodes_without_a_result_as_errors() -> None:
@@ -81,14 +136,14 @@ def test_junit_reports_nodes_without_a_result_as_errors() -> None:
         error = suites[host].find("testcase/error")
         assert error is not None and suites[host].get("errors") == "1"
     assert "nodetune_bios_smt" in suites["mi250-02"].find("testcase/error").get("message")
-    totals = {k: int(root.get(k)) for k in ("tests", "failures", "errors", "skipped")}
-    assert totals == {"tests": 2 + 5 + 2 + 1 + 1, "failures": 3, "errors": 2, "skipped": 3}
+    totals = {k: int(root.get(k)) for k in ("tests", "failures", "errors")}
+    assert totals == {"tests": 2 + 5 + 2 + 1 + 1, "failures": 3, "errors": 2}
 
 
 def test_junit_escapes_what_xml_needs() -> None:
     text = report.junit_xml({"n<1>": node_result([finding("rocm.env", 'a "b" & <c>', "drift")])})
     case = ElementTree.fromstring(text).find("testsuite/testcase")
-    assert case.get("name") == 'rocm.env[a "b" & <c>]'
+    assert case.get("name") == "rocm.env" and 'a "b" & <c>' in case.find("failure").get("message")
 
 
 # ------------------------------------------------------------------------------------------------ Prometheus
@@ -100,9 +155,9 @@ def parse(text: str) -> dict:
 def test_prometheus_textfile_parses_and_says_what_drifts() -> None:
     findings = FLEET["mi300x-02"]["findings"]
     families = parse(report.prometheus_text(findings, timestamp=1767225600.5))
-    drift = {(s.labels["check"], s.labels["target"]): s.value for s in families["nodetune_drift"].samples}
-    assert drift == {("nvme.scheduler", "nvme0n1"): 1, ("irq.nic_local", "irq 142"): 1, ("bios.iommu", "-"): 0,
-                     ("health.ib_port", "mlx5_3/1"): 0, ("bios.pcie_link", "-"): 0}
+    drift = {s.labels["check"]: s.value for s in families["nodetune_drift"].samples}
+    assert drift == {"nvme.scheduler": 1, "irq.nic_local": 1, "bios.iommu": 0, "health.ib_port": 0,
+                     "bios.pcie_link": 0}
     statuses = {s.labels["status"]: s.value for s in families["nodetune_findings"].samples}
     assert statuses == {"ok": 0, "drift": 2, "not_applicable": 1, "unsupported": 1, "waived": 1}
     assert families["nodetune_drift"].type == "gauge"
@@ -110,17 +165,40 @@ def test_prometheus_textfile_parses_and_says_what_drifts() -> None:
     assert stamp.value == pytest.approx(1767225600.5)
 
 
-@pytest.mark.parametrize("target", ['/etc/profile.d/x "quoted".sh', "back\\slash", "two\nlines", "ünï"])
-def test_prometheus_label_values_are_escaped(target: str) -> None:
-    families = parse(report.prometheus_text([finding("rocm.env", target, "drift")], timestamp=1.0))
+def test_prometheus_series_do_not_grow_with_cpus_and_irqs() -> None:
+    """A full-size node: <= 200 series, labels from the documented set only (no CPU or IRQ in a label)."""
+    text = report.prometheus_text(_cpus_and_irqs(1152, 4000, 2), timestamp=1.0)
+    samples = [s for family in parse(text).values() for s in family.samples]
+    assert len(samples) == 2 * 22 + 5 + 1 <= 200
+    assert {name for s in samples for name in s.labels} <= set(report.PROMETHEUS_LABELS)
+    targets = {s.labels["check"]: s.value for s in parse(text)["nodetune_drift_targets"].samples}
+    assert targets["cpu.governor"] == 576 and targets["irq.nic_local"] == 4000
+
+
+@pytest.mark.parametrize("check", ['rocm.env "quoted"', "back\\slash", "two\nlines", "ünï"])
+def test_prometheus_label_values_are_escaped(check: str) -> None:
+    families = parse(report.prometheus_text([finding(check, "t", "drift")], timestamp=1.0))
     [sample] = families["nodetune_drift"].samples
-    assert sample.labels["target"] == target and sample.value == 1
+    assert sample.labels["check"] == check and sample.value == 1
 
 
 def test_prometheus_never_repeats_a_label_set() -> None:
-    text = report.prometheus_text([finding("a.b", "t", "ok"), finding("a.b", "t", "drift")], timestamp=1.0)
+    text = report.prometheus_text([finding("a.b", "t", "ok"), finding("a.b", "u", "drift")], timestamp=1.0)
     samples = parse(text)["nodetune_drift"].samples
-    assert [(s.labels["target"], s.value) for s in samples] == [("t", 1)]
+    assert [(s.labels["check"], s.value) for s in samples] == [("a.b", 1)]
+
+
+def test_group_findings_one_entry_per_id_with_compact_targets() -> None:
+    from ansible_collections.nodetune.instinct.plugins.module_utils.finding import compact_targets, group_findings
+
+    assert compact_targets(["cpu0", "cpu1", "cpu2", "cpu7", "cpu1/C2", "cpu2/C2", "irq 40", "irq 41",
+                            "0000:05:00.0", "nvme0n1", "nvme1n1"]) == \
+        "cpu0-2,7, cpu1-2/C2, irq 40-41, nvme0-1n1, 0000:05:00.0"
+    groups = group_findings([finding("cpu.governor", f"cpu{n}", "drift" if n < 3 else "ok") for n in range(8)]
+                            + [finding("ib.mtu", "ib0", "waived"), finding("ib.mtu", "ib1", "not_applicable")])
+    assert [(g["id"], g["status"], g["drift_targets"], g["findings"]) for g in groups] == [
+        ("cpu.governor", "drift", "cpu0-2", 8), ("ib.mtu", "waived", "", 2)]
+    assert groups[0]["counts"]["drift"] == 3 and groups[0]["expected"] == "x" and groups[0]["actual"] == "y"
 
 
 # ------------------------------------------------------------------------------------------------ fleet
@@ -217,6 +295,7 @@ def test_apply_summary_counts_nodes_and_changes_by_id() -> None:
     assert summary["counts"] == {"changed": 3, "unchanged": 1, "failed": 2}
     assert summary["changes_by_id"] == [{"id": "cpu.governor", "nodes": 2, "values": 5},
                                         {"id": "ib.mtu", "nodes": 2, "values": 2}]
+    assert summary["ids_changed"] == 2
     assert summary["reboot_required"] == ["n1"]
     assert summary["failed"] == {"n4": "nodetune refused the settings, nothing was written: bad", "n6": "ssh: timeout"}
     assert summary["notes"] == [{"note": "rocm_env: not applicable", "nodes": 2}]
@@ -247,3 +326,28 @@ def test_a_revert_summary_says_revert() -> None:
     summary = report.apply_summary({"r": {"changed": True, "restored": ["a"]}}, title="nodetune revert")
     assert summary["text"][:2] == ["nodetune revert: 1 node(s): 1 changed, 0 unchanged, 0 failed",
                                    "restored from the journal: 1 value(s)"]
+
+
+def test_apply_summary_lists_every_changed_id() -> None:
+    """A fresh node changes more than ten ids; the sysctls (changed on one value each) used to fall off the list."""
+    actions = [{"id": f"cpu.x{n}", "target": f"cpu{k}"} for n in range(12) for k in range(4)]
+    actions += [{"id": "sysctl.vm.dirty_ratio", "target": "vm.dirty_ratio"}]
+    summary = report.apply_summary({"n": {"changed": True, "actions": actions}})
+    ids = [c["id"] for c in summary["changes_by_id"]]
+    assert len(ids) == summary["ids_changed"] == 13 and "sysctl.vm.dirty_ratio" in ids
+    assert "sysctl.vm.dirty_ratio on 1 node(s) (1 value(s))" in "\n".join(summary["text"])
+
+
+@pytest.mark.parametrize("host", ["../../escape", "..", ".", "a/b", "/etc/passwd"])
+def test_a_host_name_never_leaves_the_report_folder(host: str, tmp_path) -> None:
+    import os
+
+    name = report.report_file_name(host)
+    assert "/" not in name and name not in (".json", "..json") or name.startswith("%")
+    folder = tmp_path / "nodes"
+    assert os.path.dirname(os.path.normpath(os.path.join(folder, name))) == str(folder)
+
+
+def test_ordinary_host_names_keep_their_report_file_name() -> None:
+    assert [report.report_file_name(h) for h in ("mi300x-01", "node_7.dc1", "fe80::1")] == \
+        ["mi300x-01.json", "node_7.dc1.json", "fe80::1.json"]

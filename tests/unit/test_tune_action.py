@@ -57,7 +57,8 @@ def test_an_undeclared_variable_is_refused_with_the_nearest_name(plugin: Any, ty
 def test_the_playbook_lab_and_registered_variables_are_declared() -> None:
     run = action(tune_action, {"root": "/srv/lab/node1"})
     variables = dict.fromkeys(areas.OTHER_VARIABLES, "x")
-    variables.update(nodetune_serial=1, nodetune_max_fail_percentage=0, nodetune_hosts="all", nodetune_lab_backend="kernel")
+    variables.update(nodetune_serial=1, nodetune_max_fail_percentage=0, nodetune_hosts="all",
+                     nodetune_lab_backend="kernel")
     result = run.run(task_vars=host(**variables))
     assert not result.get("failed"), result.get("msg")
     assert len(run.calls) == 1

@@ -44,11 +44,14 @@ def extra_vars_of(args: argparse.Namespace) -> dict[str, Any]:
         if text.startswith("@"):
             name = text[1:]
             try:
-                data = yaml.safe_load(Path(name).read_text())
+                data = yaml.safe_load(Path(name).read_text(encoding="utf-8"))
             except OSError as exc:
                 raise UsageError(f"-e @{name}: cannot read the file: {exc.strerror or exc}") from None
+            except UnicodeDecodeError as exc:
+                raise UsageError(f"-e @{name}: not a UTF-8 text file (byte {exc.start} is not UTF-8): give a YAML "
+                                 "or JSON file of variables") from None
             except yaml.YAMLError as exc:
-                raise UsageError(f"-e @{name}: not YAML or JSON: {exc}") from None
+                raise UsageError(f"-e @{name}: not YAML or JSON: {' '.join(str(exc).split())}") from None
             if not isinstance(data, dict):
                 raise UsageError(f"-e @{name}: must hold a mapping of variable names to values")
             out.update(data)
@@ -84,6 +87,17 @@ def fail(command: str, message: str) -> int:
     return EXIT_FAILURE
 
 
+def cancelled(command: str, exc: api.CancelledError) -> int:
+    """What a cancelled run did, node by node, and 128 + the signal (130 SIGINT, 143 SIGTERM)."""
+    print(f"nodetune {command}: {exc}", file=sys.stderr)
+    for node in (exc.result.nodes.values() if exc.result else []):
+        done = f"{len(node.settings)} value(s) written" if command == "apply" else node.status
+        if node.failed:
+            done = node.message or node.status
+        print(f"nodetune {command}: {node.host}: {done}", file=sys.stderr)
+    return 128 + exc.signal
+
+
 def run_command(command: str, args: argparse.Namespace, call: Callable[..., api.RunResult],
                 **kwargs: Any) -> api.RunResult | int:
     """Run one API call for the command with the shared options and a progress display.
@@ -101,6 +115,8 @@ def run_command(command: str, args: argparse.Namespace, call: Callable[..., api.
     try:
         with node_progress(enabled=not getattr(args, "json", False)) as progress:
             result = call(inventory, progress=progress, **options)
+    except api.CancelledError as exc:
+        return cancelled(command, exc)
     except api.NodetuneError as exc:
         return fail(command, str(exc))
     except Exception as exc:  # a bug must not greet the operator with a traceback

@@ -24,7 +24,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     add_target_options(parser)
     parser.add_argument("--check", action="store_true", help="write nothing; show what would change (exit 2 if any)")
-    parser.add_argument("--diff", action="store_true", help="also print each node's changes as a diff")
+    parser.add_argument("--diff", action="store_true",
+                        help="also print each node's changes as a grouped diff (one hunk per setting id, targets "
+                             "compact, at most 200 lines per node)")
+    parser.add_argument("--full-diff", action="store_true",
+                        help="also print each node's full diff, one line per value (a fresh full-size node: "
+                             "thousands of lines)")
     add_run_options(parser)
     parser.set_defaults(func=run)
     return parser
@@ -38,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_command("apply", args, api.apply, check=args.check, diff=True, tags=tags_of(args))
     if isinstance(outcome, int):
         return outcome
-    code = finish("apply", args, outcome, lambda r: print_apply(r, show_diff=args.diff),
+    code = finish("apply", args, outcome, lambda r: print_apply(r, show_diff=args.diff, full_diff=args.full_diff),
                   drift=args.check and bool(outcome.changed))
     return code if code != EXIT_OK or not outcome.reboot_required else _reboot_note(outcome)
 

@@ -26,4 +26,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    return rank_bind.run(args)
+    """The launcher's own codes (2 for a usage error, as nodetune-bind on the nodes keeps) follow the CLI's
+    contract here: a usage error is a failure, 1; 2 means drift for every nodetune verb. 127 (the command was not
+    found) is kept, as exec-style launchers report it."""
+    code = rank_bind.run(args)
+    return 1 if code == rank_bind.EXIT_USAGE else code

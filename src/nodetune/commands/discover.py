@@ -166,7 +166,14 @@ def _section(lines: list[tuple[str, str]], label: str, items: list[str]) -> None
 
 
 def print_summary(topo: dict[str, Any]) -> None:
+    """A rich table on a terminal; ``label: text`` lines otherwise (never wrapped nor truncated)."""
+    import sys
+
     lines = summary_lines(topo)
+    if not sys.stdout.isatty():
+        for label, text in lines:
+            print(f"{label + ':':<14} {text}" if label else f"{'':<14} {text}")
+        return
     try:
         from rich.console import Console
         from rich.table import Table

@@ -178,6 +178,12 @@ def summary_lines(layout: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def print_tables(layout: dict[str, Any]) -> None:
+    """Rich tables on a terminal; plain tab-separated lines otherwise (never wrapped nor truncated)."""
+    import sys
+
+    if not sys.stdout.isatty():
+        _print_plain(layout)
+        return
     from rich.console import Console
     from rich.table import Table
 
@@ -204,3 +210,19 @@ def print_tables(layout: dict[str, Any]) -> None:
     console.print(summary)
     for warning in layout["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+
+
+def _print_plain(layout: dict[str, Any]) -> None:
+    lines: list[str] = []
+    for node in layout["numa"]:
+        if node["memory_only"]:
+            lines.append(f"# NUMA node {node['node']}: memory only (no CPUs)")
+            continue
+        package = node["package"] if node["package"] is not None else "?"
+        lines.append(f"# NUMA node {node['node']} (package {package}, {node['cores']} cores, online after plan "
+                     f"{_cpulist(node['cpus'])})")
+        lines.append("role\tCPUs\tdetail")
+        lines.extend("\t".join(row) for row in node_rows(layout, node))
+    lines.extend(f"{label}\t{text}" for label, text in summary_lines(layout))
+    lines.extend(f"warning: {warning}" for warning in layout["warnings"])
+    print("\n".join(lines))

@@ -1,7 +1,8 @@
 """``nodetune revert (-i INVENTORY | --root DIR) [--check]``: put the nodes back as they were before nodetune
 (playbooks/revert.yml): the journal's baseline values byte for byte, nodetune's files removed.
 
-Exit codes: 0 reverted (or nothing to revert), 1 failure.
+Exit codes: 0 reverted (or nothing to revert), 1 failure, 2 with ``--check`` when something would be restored
+(the node differs from its baseline), as ``apply --check`` exits 2 when something would change.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     "files nodetune created (playbooks/revert.yml). --check shows what would be restored.",
     )
     add_target_options(parser)
-    parser.add_argument("--check", action="store_true", help="write nothing; show what would be restored")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; show what would be restored (exit 2 if anything would)")
     add_run_options(parser, tags=False)
     parser.set_defaults(func=run)
     return parser
@@ -34,4 +36,4 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_command("revert", args, api.revert, check=args.check)
     if isinstance(outcome, int):
         return outcome
-    return finish("revert", args, outcome, print_apply)
+    return finish("revert", args, outcome, print_apply, drift=args.check and bool(outcome.changed))

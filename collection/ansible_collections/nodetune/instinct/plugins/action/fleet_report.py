@@ -46,12 +46,17 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="nodetune.instinct.fleet_report: dest (the report directory) is required "
                                            "unless write is false")
             return result
+        if dest:
+            dest = os.path.abspath(str(dest))  # relative: to ansible-playbook's folder (docs/verify.md)
         results = nodetune_verify_results(task_vars.get("hostvars") or {}, list(hosts), args.get("var") or DEFAULT_VAR)
-        summary = report_mod.fleet_summary(results, top=int(args.get("top", 10)))
+        digests = report_mod.digest_results(results)  # each host's findings read once, grouped per check id
+        del results
+        summary = report_mod.fleet_summary({}, top=int(args.get("top", 10)), digests=digests)
         result.update(changed=False, summary=summary)
         if not write:
             return result
-        files = {"junit.xml": report_mod.junit_xml(results, suite_name=args.get("suite_name") or "nodetune verify"),
+        files = {"junit.xml": report_mod.junit_xml({}, suite_name=args.get("suite_name") or "nodetune verify",
+                                                   digests=digests),
                  "summary.json": json.dumps(summary, indent=4, sort_keys=True) + "\n"}
         try:
             for name, text in files.items():

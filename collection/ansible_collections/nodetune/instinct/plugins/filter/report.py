@@ -146,11 +146,12 @@ def nodetune_prometheus(findings: Any, timestamp: Optional[float] = None) -> str
     return _report.prometheus_text(_plain(findings), timestamp=timestamp)
 
 
-def nodetune_apply_summary(hostvars: Any, hosts: List[str], var: str = "tune_result", top: int = 10,
+def nodetune_apply_summary(hostvars: Any, hosts: List[str], var: str = "tune_result", top: int = 0,
                            title: str = "nodetune apply") -> Dict[str, Any]:
     """The fleet's tune results summarised, read straight from ``hostvars`` (as stored, where ansible-core
     allows: a tune result with its diff and actions is large)."""
-    return _report.apply_summary(nodetune_verify_results(hostvars, hosts, var), top=int(top), title=str(title))
+    return _report.apply_summary(nodetune_verify_results(hostvars, hosts, var), top=int(top) or None,
+                                 title=str(title))
 
 
 class FilterModule(object):

@@ -1034,7 +1034,7 @@ ROLES['verify'] = {
         (
             'On the controller: one JSON report per node (C(<nodetune_report_dir>/nodes/<host>.json), '
             'written by the verify task itself), then, once, the fleet JUnit XML (C(junit.xml): a testsuite '
-            'per node, a testcase per check; drift is a failure, not_applicable/unsupported/waived are '
+            'per node, a testcase per check id; drift is a failure, not_applicable/unsupported/waived are '
             'skipped) and C(summary.json), and prints the fleet summary (nodes clean, drifted, failed; the '
             'most frequent drift ids). The reports are written even in check mode (they are controller '
             'files, not node changes).'
@@ -1100,7 +1100,8 @@ ROLES['verify'] = {
                     "Path, inside the node's root, of the Prometheus textfile to write for node_exporter's "
                     'textfile collector, for example '
                     'C(/var/lib/node_exporter/textfile_collector/nodetune.prom): '
-                    'C(nodetune_drift{check,target}) 0 or 1, C(nodetune_findings{status}) and '
+                    'C(nodetune_drift{check}) 0 or 1 and C(nodetune_drift_targets{check}) per check id, '
+                    'C(nodetune_findings{status}) and '
                     'C(nodetune_last_verify_timestamp_seconds). Empty (the default) writes nothing on the '
                     'node. Never written in check mode.'
                 ),
@@ -1118,11 +1119,13 @@ ROLES['verify'] = {
         },
         'nodetune_report_dir': {
             'type': 'str',
-            'default': '{{ role_path }}/../../out/reports',
+            'default': 'out/reports',
             'description': [
                 (
-                    'Controller directory for the reports. The default is C(out/reports) of the nodetune '
-                    'checkout (git-ignored).'
+                    'Controller directory for the reports. A relative path is relative to the folder '
+                    'ansible-playbook runs in (ansible-runner and execution environments: the project folder), '
+                    'never to the installed collection, which may be read-only: the default C(out/reports) is '
+                    "the checkout's git-ignored C(out/reports) when run from the checkout."
                 ),
             ],
         },

@@ -7,19 +7,25 @@ Pure functions over plain data (the verify module's findings and results), share
 (JSON report, textfile) and the filters on the controller (JUnit, fleet summary), so every consumer sees the same
 ids and statuses. Formats:
 
-- JUnit: one ``<testsuite>`` per node, one ``<testcase>`` per finding (``classname`` = node, ``name`` =
-  ``id[target]``); drift -> ``<failure>``, not_applicable/unsupported/waived -> ``<skipped>``; a node whose verify
-  did not run -> one ``<testcase name="nodetune.verify">`` with ``<error>``.
-- Prometheus text exposition format 0.0.4 (what node_exporter's textfile collector reads):
-  ``nodetune_drift{check,target}`` 0|1, ``nodetune_findings{status}``, ``nodetune_last_verify_timestamp_seconds``.
+- JUnit (the Jenkins/GitLab schema): one ``<testsuite>`` per node, one ``<testcase>`` per check id
+  (``classname`` = node, ``name`` = id), whatever the number of CPUs or IRQs it checks; drift -> ``<failure>``
+  naming the offending targets compactly (``cpu0-191``), all not_applicable/unsupported/waived -> ``<skipped>``;
+  a node whose verify did not run -> one ``<testcase name="nodetune.verify">`` with ``<error>``. The per-value
+  detail is in the node's JSON report.
+- Prometheus text exposition format 0.0.4 (what node_exporter's textfile collector reads), labels ``check`` and
+  ``status`` only: ``nodetune_drift{check}`` 0|1, ``nodetune_drift_targets{check}``, ``nodetune_findings{status}``,
+  ``nodetune_last_verify_timestamp_seconds``.
 """
 
 from __future__ import annotations
 
 import datetime
 import time
+from urllib.parse import quote
 from typing import Any, Dict, List, Optional, Tuple
 from xml.etree import ElementTree
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.finding import group_findings
 
 REPORT_SCHEMA = 1
 STATUSES = ("ok", "drift", "not_applicable", "unsupported", "waived")
@@ -27,6 +33,15 @@ SKIPPED_STATUSES = ("not_applicable", "unsupported", "waived")
 
 
 # ------------------------------------------------------------------------------------------------ per node
+def report_file_name(node: str) -> str:
+    """The file name of a node's JSON report: the host name %-encoded so that no name (``../../etc/x``, ``a/b``,
+    ``..``) reaches outside the report folder; ordinary host names are kept as they are."""
+    name = quote(str(node), safe=":@[]")
+    if name in ("", ".", ".."):
+        name = name.replace(".", "%2E") or "%00"
+    return name + ".json"
+
+
 def node_report(node: str, findings: List[Dict[str, Any]], summary: Dict[str, Any], root: str = "/",
                 timestamp: Optional[float] = None, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The per-node JSON report (JSON-serialisable dict)."""
@@ -43,10 +58,6 @@ def node_report(node: str, findings: List[Dict[str, Any]], summary: Dict[str, An
     if extra:
         report.update(extra)
     return report
-
-
-def _case_name(finding: Dict[str, Any]) -> str:
-    return "%s[%s]" % (finding.get("id"), finding.get("target"))
 
 
 # ------------------------------------------------------------------------------------------------ fleet inputs
@@ -71,43 +82,105 @@ def node_outcome(result: Any) -> Tuple[str, Optional[Dict[str, Any]], str]:
     return "ok", report, ""
 
 
+def node_digest(host: str, result: Any) -> Dict[str, Any]:
+    """What the fleet reports need of one host's result, read once: outcome, message, timestamp, the findings'
+    totals per status and their groups (one per check id). A fleet's digests are a small fraction of its results:
+    the per-value findings are not kept."""
+    outcome, report, message = node_outcome(result)
+    digest = {"host": str(host), "outcome": outcome, "message": message, "timestamp": None, "generated_at": "",
+              "totals": dict((status, 0) for status in STATUSES), "groups": []}  # type: Dict[str, Any]
+    if outcome == "ok" and report is not None:
+        digest["timestamp"] = report.get("timestamp")
+        digest["generated_at"] = report.get("generated_at", "")
+        digest["groups"] = group_findings(report["findings"])
+        for group in digest["groups"]:
+            for status, count in group["counts"].items():
+                digest["totals"][status] = digest["totals"].get(status, 0) + count
+    return digest
+
+
+def digest_results(results: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """``{host: verify result}`` -> the hosts' digests, sorted by host (:func:`node_digest`)."""
+    return [node_digest(host, results[host]) for host in sorted(results)]
+
+
+def fleet_reports(results: Dict[str, Any], suite_name: str = "nodetune verify", top: int = 10
+                  ) -> Tuple[Dict[str, Any], str]:
+    """The fleet summary and JUnit XML from one pass over the results."""
+    digests = digest_results(results)
+    return fleet_summary({}, top=top, digests=digests), junit_xml({}, suite_name=suite_name, digests=digests)
+
+
 # ------------------------------------------------------------------------------------------------ JUnit
-def junit_xml(results: Dict[str, Any], suite_name: str = "nodetune verify") -> str:
-    """Fleet JUnit XML: ``{host: verify result}`` -> ``<testsuites>`` text."""
+#: the attributes each element may carry in the Jenkins JUnit schema (xunit-plugin junit-10.xsd), which GitLab
+#: reads too; tests/unit/test_report.py checks the output against it
+JUNIT_ATTRIBUTES = {
+    "testsuites": ("name", "time", "tests", "failures", "disabled", "errors"),
+    "testsuite": ("name", "tests", "failures", "errors", "time", "disabled", "skipped", "timestamp", "hostname",
+                  "id", "package"),
+    "testcase": ("name", "assertions", "time", "classname", "status"),
+    "failure": ("message", "type"),
+    "error": ("message", "type"),
+    "skipped": ("message",),
+}
+
+
+def _junit_timestamp(report: Dict[str, Any]) -> str:  # a report or a digest
+    """ISO 8601 without a zone (the schema's pattern), in UTC."""
+    when = report.get("timestamp")
+    if isinstance(when, (int, float)):
+        return datetime.datetime.fromtimestamp(when, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return str(report.get("generated_at", "")).rstrip("Z")
+
+
+def _drift_message(group: Dict[str, Any]) -> str:
+    counts = group["counts"]
+    return "%d of %d drift (%s): expected %s, found %s" % (
+        counts.get("drift", 0), group["findings"], group["drift_targets"], group["expected"], group["actual"])
+
+
+def _group_case(suite: Any, host: str, group: Dict[str, Any], counts: Dict[str, int]) -> None:
+    counts["tests"] += 1
+    case = ElementTree.SubElement(suite, "testcase", name=group["id"], classname=str(host), time="0")
+    status = group["status"]
+    if status == "drift":
+        counts["failures"] += 1
+        failure = ElementTree.SubElement(case, "failure", type="drift", message=_drift_message(group))
+        failure.text = "severity: %s\ntargets: %s\nremedy: %s\n(every value: the node's JSON report)" % (
+            group["severity"], group["drift_targets"], group["remedy"])
+    elif status in SKIPPED_STATUSES:
+        counts["skipped"] += 1
+        reason = group["remedy"]
+        waiver = group.get("waiver")
+        if status == "waived" and isinstance(waiver, dict):
+            reason = "%s (until %s)" % (waiver.get("reason", ""), waiver.get("expires", ""))
+        ElementTree.SubElement(case, "skipped", message="%s: %s" % (status, reason))
+
+
+def junit_xml(results: Dict[str, Any], suite_name: str = "nodetune verify",
+              digests: Optional[List[Dict[str, Any]]] = None) -> str:
+    """Fleet JUnit XML: ``{host: verify result}`` (or their ``digests``) -> ``<testsuites>`` text; one testcase
+    per node and check id."""
     suites = ElementTree.Element("testsuites", name=suite_name)
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for host in sorted(results):
-        outcome, report, message = node_outcome(results[host])
-        suite = ElementTree.SubElement(suites, "testsuite", name=str(host))
+    totals = {"tests": 0, "failures": 0, "errors": 0}
+    for digest in digest_results(results) if digests is None else digests:
+        host = digest["host"]
+        suite = ElementTree.SubElement(suites, "testsuite", name=host)
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-        if outcome != "ok" or report is None:
-            case = ElementTree.SubElement(suite, "testcase", name="nodetune.verify", classname=str(host))
-            error = ElementTree.SubElement(case, "error", message=message, type="verify_failed")
-            error.text = message
+        if digest["outcome"] != "ok":
+            case = ElementTree.SubElement(suite, "testcase", name="nodetune.verify", classname=host, time="0")
+            error = ElementTree.SubElement(case, "error", message=digest["message"], type="verify_failed")
+            error.text = digest["message"]
             counts["tests"] += 1
             counts["errors"] += 1
         else:
-            suite.set("timestamp", str(report.get("generated_at", "")))
-            for finding in report["findings"]:
-                counts["tests"] += 1
-                case = ElementTree.SubElement(suite, "testcase", name=_case_name(finding), classname=str(host))
-                status = finding.get("status")
-                if status == "drift":
-                    counts["failures"] += 1
-                    failure = ElementTree.SubElement(
-                        case, "failure", type="drift",
-                        message="expected %s, found %s" % (finding.get("expected"), finding.get("actual")))
-                    failure.text = "severity: %s\nremedy: %s" % (finding.get("severity"), finding.get("remedy") or "")
-                elif status in SKIPPED_STATUSES:
-                    counts["skipped"] += 1
-                    reason = finding.get("remedy") or ""
-                    if status == "waived" and isinstance(finding.get("waiver"), dict):
-                        waiver = finding["waiver"]
-                        reason = "%s (until %s)" % (waiver.get("reason", ""), waiver.get("expires", ""))
-                    ElementTree.SubElement(case, "skipped", message="%s: %s" % (status, reason))
+            suite.set("timestamp", _junit_timestamp(digest))
+            for group in digest["groups"]:
+                _group_case(suite, host, group, counts)
         for key, value in counts.items():
             suite.set(key, str(value))
-            totals[key] += value
+            if key in totals:
+                totals[key] += value
         suite.set("time", "0")
     for key, value in totals.items():
         suites.set(key, str(value))
@@ -117,28 +190,37 @@ def junit_xml(results: Dict[str, Any], suite_name: str = "nodetune verify") -> s
 
 
 # ------------------------------------------------------------------------------------------------ Prometheus
+#: the only labels nodetune's series carry (docs/verify.md): a check id or a finding status, never a CPU, IRQ or
+#: device, so that the series of a node are as many as its check ids whatever its size
+PROMETHEUS_LABELS = ("check", "status")
+
+
 def escape_label(value: Any) -> str:
     """Label value escaping of the text exposition format: backslash, double quote and line feed."""
     return str(value).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
 
 
 def prometheus_text(findings: List[Dict[str, Any]], timestamp: Optional[float] = None) -> str:
-    """The node_exporter textfile for one node's findings."""
+    """The node_exporter textfile for one node's findings: per check id, whether it drifts and on how many
+    targets; totals per status; the time of the run. Series: 2 per check id + 6."""
     when = time.time() if timestamp is None else timestamp
-    drift: Dict[Tuple[str, str], int] = {}
-    for finding in findings:
-        key = (str(finding.get("id")), str(finding.get("target")))
-        drift[key] = max(drift.get(key, 0), 1 if finding.get("status") == "drift" else 0)
+    groups = sorted(group_findings(findings), key=lambda group: group["id"])
     counts = dict((status, 0) for status in STATUSES)
-    for finding in findings:
-        status = str(finding.get("status"))
-        counts[status] = counts.get(status, 0) + 1
+    for group in groups:
+        for status, count in group["counts"].items():
+            counts[status] = counts.get(status, 0) + count
     lines = [
-        "# HELP nodetune_drift 1 when the check drifts from the desired state on this target, else 0.",
+        "# HELP nodetune_drift 1 when the check drifts from the desired state on any of its targets, else 0.",
         "# TYPE nodetune_drift gauge",
     ]
-    for (check, target), value in sorted(drift.items()):
-        lines.append('nodetune_drift{check="%s",target="%s"} %d' % (escape_label(check), escape_label(target), value))
+    for group in groups:
+        lines.append('nodetune_drift{check="%s"} %d' % (escape_label(group["id"]), group["status"] == "drift"))
+    lines += [
+        "# HELP nodetune_drift_targets Number of targets (CPUs, IRQs, devices, files) on which the check drifts.",
+        "# TYPE nodetune_drift_targets gauge",
+    ]
+    for group in groups:
+        lines.append('nodetune_drift_targets{check="%s"} %d' % (escape_label(group["id"]), group["counts"]["drift"]))
     lines += [
         "# HELP nodetune_findings Number of verify findings by status.",
         "# TYPE nodetune_findings gauge",
@@ -154,39 +236,43 @@ def prometheus_text(findings: List[Dict[str, Any]], timestamp: Optional[float] =
 
 
 # ------------------------------------------------------------------------------------------------ fleet
-def fleet_summary(results: Dict[str, Any], top: int = 10) -> Dict[str, Any]:
-    """Nodes clean, drifted and failed, and the most frequent drift ids (by number of nodes)."""
+def fleet_summary(results: Dict[str, Any], top: int = 10, digests: Optional[List[Dict[str, Any]]] = None
+                  ) -> Dict[str, Any]:
+    """Nodes clean, drifted and failed; per drifting check id, on how many nodes and targets it drifts; the most
+    frequent drift ids (by number of nodes). From ``results`` ({host: verify result}) or their ``digests``."""
+    if digests is None:
+        digests = digest_results(results)
     clean: List[str] = []
     drifted: Dict[str, List[str]] = {}
     failed: Dict[str, str] = {}
     totals = dict((status, 0) for status in STATUSES)
-    nodes_by_id: Dict[str, int] = {}
-    for host in sorted(results):
-        outcome, report, message = node_outcome(results[host])
-        if outcome != "ok" or report is None:
-            failed[host] = message
+    by_id: Dict[str, List[int]] = {}
+    for digest in digests:
+        host = digest["host"]
+        if digest["outcome"] != "ok":
+            failed[host] = digest["message"]
             continue
-        ids = set()
-        for finding in report["findings"]:
-            status = str(finding.get("status"))
-            totals[status] = totals.get(status, 0) + 1
-            if status == "drift":
-                ids.add(str(finding.get("id")))
+        for status, count in digest["totals"].items():
+            totals[status] = totals.get(status, 0) + count
+        ids = [group for group in digest["groups"] if group["status"] == "drift"]
         if ids:
-            drifted[host] = sorted(ids)
-            for check in ids:
-                nodes_by_id[check] = nodes_by_id.get(check, 0) + 1
+            drifted[host] = sorted(group["id"] for group in ids)
+            for group in ids:
+                entry = by_id.setdefault(group["id"], [0, 0])
+                entry[0] += 1
+                entry[1] += group["counts"]["drift"]
         else:
             clean.append(host)
-    frequent = sorted(nodes_by_id.items(), key=lambda item: (-item[1], item[0]))[:top]
+    frequent = sorted(by_id.items(), key=lambda item: (-item[1][0], item[0]))
     summary = {
-        "nodes": len(results),
+        "nodes": len(digests),
         "clean": clean,
         "drifted": drifted,
         "failed": failed,
         "counts": {"clean": len(clean), "drifted": len(drifted), "failed": len(failed)},
         "findings": totals,
-        "top_drift_ids": [{"id": check, "nodes": count} for check, count in frequent],
+        "drift_by_id": [{"id": check, "nodes": n, "targets": t} for check, (n, t) in frequent],
+        "top_drift_ids": [{"id": check, "nodes": n} for check, (n, _t) in frequent[:top]],
     }
     summary["text"] = summary_lines(summary)
     return summary
@@ -214,9 +300,10 @@ def summary_lines(summary: Dict[str, Any], names: int = 8) -> List[str]:
 
 
 # ------------------------------------------------------------------------------------------------ apply summary
-def apply_summary(results: Dict[str, Any], top: int = 10, names: int = 8, title: str = "nodetune apply"
+def apply_summary(results: Dict[str, Any], top: Optional[int] = None, names: int = 8, title: str = "nodetune apply"
                   ) -> Dict[str, Any]:
-    """The fleet's tune results in a few lines: nodes changed, unchanged, failed; changes by id (nodes, values);
+    """The fleet's tune results in a few lines: nodes changed, unchanged, failed; changes by id (nodes, values;
+    every changed id unless ``top`` limits them: a cut list silently hid ids such as the sysctls);
     reboots required; notes with how many nodes gave them. One summary per run instead of one per host: at fleet
     scale a per-host task costs a worker process per host, and a thousand summaries are not read."""
     changed: List[str] = []
@@ -248,13 +335,14 @@ def apply_summary(results: Dict[str, Any], top: int = 10, names: int = 8, title:
                 entry[0] += 1
         for note in result.get("notes") or []:
             notes[str(note)] = notes.get(str(note), 0) + 1
-    frequent = sorted(by_id.items(), key=lambda item: (-item[1][0], -item[1][1], item[0]))[:top]
+    frequent = sorted(by_id.items(), key=lambda item: (-item[1][0], -item[1][1], item[0]))
     summary = {
         "nodes": len(results),
+        "ids_changed": len(frequent),
         "counts": {"changed": len(changed), "unchanged": len(unchanged), "failed": len(failed)},
         "changed": changed, "unchanged": unchanged, "failed": failed, "reboot_required": reboot,
         "restored": restored,
-        "changes_by_id": [{"id": check, "nodes": n, "values": v} for check, (n, v) in frequent],
+        "changes_by_id": [{"id": check, "nodes": n, "values": v} for check, (n, v) in frequent[:top]],
         "notes": [{"note": note, "nodes": n} for note, n in sorted(notes.items(), key=lambda i: (-i[1], i[0]))],
     }
     summary["text"] = _apply_lines(summary, names, title)

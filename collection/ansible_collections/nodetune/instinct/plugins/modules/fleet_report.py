@@ -14,9 +14,12 @@ short_description: Write the fleet's verify reports (JUnit XML, summary) on the 
 description:
   - >-
     Reads every host's registered verify result from C(hostvars) (as stored, not templated) and writes the fleet
-    JUnit XML (C(junit.xml), a testsuite per node, a testcase per check; drift is a failure, C(not_applicable),
+    JUnit XML (C(junit.xml), a testsuite per node, a testcase per check id whatever the number of CPUs or IRQs it
+    covers, the drifting targets listed compactly; drift is a failure, C(not_applicable),
     C(unsupported) and C(waived) are skipped, a node without a result is an error) and C(summary.json) (nodes clean,
-    drifted and failed, totals per status, the most frequent drift ids) into O(dest), atomically.
+    drifted and failed, totals per status, per drifting id the nodes and targets, the most frequent drift ids) into
+    O(dest), atomically. Each host's findings are read once and grouped per check id; the per-value detail is in the
+    per-node JSON reports.
   - >-
     Runs on the controller only (an action plugin, it never contacts a node) and writes in check mode too, since the
     reports are controller files, not node changes. Use it once per play (C(run_once)).
@@ -27,7 +30,9 @@ author:
   - nodetune contributors (@nodetune)
 options:
   dest:
-    description: The report directory on the controller (C(nodetune_report_dir)); created if missing.
+    description:
+      - The report directory on the controller (C(nodetune_report_dir)); created if missing. A relative path is
+        relative to the folder ansible-playbook runs in.
     type: path
   hosts:
     description: The hosts to report on; defaults to C(ansible_play_hosts_all) (which keeps failed hosts).
@@ -84,7 +89,8 @@ RETURN = r"""
 summary:
   description:
     - C(nodes), C(clean) (hosts), C(drifted) (host to its drifting ids), C(failed) (host to the reason), C(counts),
-      C(findings) (totals per status), C(top_drift_ids), C(text) (lines to print).
+      C(findings) (totals per status), C(drift_by_id) (per drifting id, on how many nodes and targets),
+      C(top_drift_ids), C(text) (lines to print).
   type: dict
   returned: always
 files:

@@ -26,6 +26,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.report import report_file_name
 
 try:
     from ansible.template import trust_as_template
@@ -244,7 +245,8 @@ class RoleVariables(object):
         }
         report_file = None
         if boolean(values.get("nodetune_verify_write_reports", True), strict=False) and host:
-            report_file = os.path.join(str(values.get("nodetune_report_dir")), "nodes", "%s.json" % host)
+            report_file = os.path.join(str(values.get("nodetune_report_dir")), "nodes",
+                                       report_file_name(host))  # encoded: a host name is not a path
         controller = {"report_file": report_file,
                       "fail_on_drift": boolean(values.get("nodetune_verify_fail_on_drift", False), strict=False)}
         return module_options, controller
