@@ -72,7 +72,8 @@ def lab_tuning() -> dict[str, Any]:
 
 
 def big_inventory(root: Path) -> dict[str, Any]:
-    local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
+    local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+             "nodetune_lab_backend": "simulated"}  # a simulated node: the lab says so
     return {"all": {"hosts": {"big-01": {"nodetune_root": str(root)}}, "vars": {**local, **lab_tuning()}}}
 
 
