@@ -4,6 +4,7 @@
 #
 #   scripts/test.sh                  # everything: ruff, ansible-lint, sanity, pytest, molecule
 #   scripts/test.sh pytest -- -k cpulist   # only some stages; arguments after -- go to pytest
+#   NODETUNE_PYTHON=3.11 scripts/test.sh    # on a given Python (default: the newest supported one present)
 #
 # Stages: ruff, ansible-lint, sanity (ansible-test inside the collection), pytest, molecule (`molecule test`
 # for each molecule/*/molecule.yml scenario that the pytest stage did not already run as a test). Every
