@@ -172,3 +172,20 @@ def test_bad_nodetune_python_is_refused_by_name(machine: Machine, tmp_path: Path
     assert result.returncode == 1 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"[nodetune] ERROR: {message.format(py39=py39)}"), lines
+
+
+@pytest.mark.parametrize(("venv_version", "setting", "kept"), [
+    ("3.11", "", True),             # an existing venv from a supported Python is kept, though 3.13 is present
+    ("3.11", "3.12 3.11", True),
+    ("3.11", "3.13", False),        # NODETUNE_PYTHON asks for another version: rebuilt
+    ("3.10", "", False),            # an unsupported one is rebuilt
+])
+def test_existing_venv_is_kept_only_when_it_is_wanted(machine: Machine, venv_version: str, setting: str,
+                                                      kept: bool) -> None:
+    machine.python("python3.13", "3.13")
+    venv = machine.root / "venv"
+    machine.python("python", venv_version, venv / "bin")
+    env = {"PATH": str(machine.bin), "HOME": str(machine.home), "NODETUNE_VENV": str(venv), "NODETUNE_PYTHON": setting}
+    result = subprocess.run([shutil.which("bash"), "-c", f'. "{SETUP}"; _nt_venv_is_wanted "$(_nt_venv_version)"'],
+                            env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert (result.returncode == 0) == kept, result.stderr
