@@ -5,6 +5,7 @@
 #   scripts/bootstrap.sh --check --diff        # extra arguments go to ansible-playbook
 #   scripts/bootstrap.sh -i inventories/mine   # your fleet instead of the lab (see README: "Point it at a fleet")
 #   scripts/bootstrap.sh --setup-only          # only the setup (Debian packages, .venv, pip install -e '.[test]')
+#   NODETUNE_PYTHON=3.11 scripts/bootstrap.sh  # a given Python (default: the newest supported one present)
 #
 # Needs root or sudo only when Debian packages are missing. Exit code: ansible-playbook's.
 set -euo pipefail
@@ -24,7 +25,7 @@ done
 
 nt_setup
 if [ "$setup_only" -eq 1 ]; then
-    nt_info "setup done; activate the venv with: . .venv/bin/activate"
+    nt_info "setup done; activate the venv with: . ${NODETUNE_VENV#"$NODETUNE_REPO"/}/bin/activate"
     exit 0
 fi
 

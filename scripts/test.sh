@@ -4,6 +4,7 @@
 #
 #   scripts/test.sh                  # everything: ruff, ansible-lint, sanity, pytest, molecule
 #   scripts/test.sh pytest -- -k cpulist   # only some stages; arguments after -- go to pytest
+#   NODETUNE_PYTHON=3.11 scripts/test.sh    # on a given Python (default: the newest supported one present)
 #
 # Stages: ruff, ansible-lint, sanity (ansible-test inside the collection), pytest, molecule (`molecule test`
 # for each molecule/*/molecule.yml scenario that the pytest stage did not already run as a test). Every
@@ -54,11 +55,42 @@ stage_ansible_lint() {
     ansible-lint --version | head -n 1 && ansible-lint
 }
 
+# The oldest node Python that the collection claims (tests/config.yml) and this ansible-test supports.
+oldest_node_python() {
+    python - "$COLLECTION_DIR/tests/config.yml" <<'PY'
+import sys
+
+import yaml
+from ansible_test._internal.content_config import parse_content_config
+
+with open(sys.argv[1]) as config:
+    versions = parse_content_config(yaml.safe_load(config)).modules.python_versions
+print(min(versions, key=lambda v: tuple(map(int, v.split(".")))))
+PY
+}
+
+# Every sanity test on the venv's Python (the controller), then the Python-version-specific ones (compile, import)
+# on the oldest node Python the collection claims, where present: modules run there, with the nodes' Python.
 stage_sanity() {
-    local standin
-    standin="$(python scripts/lib/ansible_test_get_pip.py 3.11)" || return 1
-    echo "pip bootstrap stand-in for ansible-test --venv: $standin"
-    (cd "$COLLECTION_DIR" && ansible-test sanity --venv --python 3.11 --color no)
+    local controller oldest links rc=0 version standin
+    controller="$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    oldest="$(oldest_node_python)" || return 1
+    for version in "$controller" "$oldest"; do
+        standin="$(python scripts/lib/ansible_test_get_pip.py "$version")" || return 1
+        echo "pip bootstrap stand-in for ansible-test --venv (Python $version): $standin"
+    done
+    links="$(nt_python_links "$oldest")"
+    (cd "$COLLECTION_DIR" && ansible-test sanity --venv --python "$controller" --color no) || rc=1
+    if [ "$oldest" = "$controller" ]; then
+        return "$rc"
+    elif [ -e "$links/python$oldest" ]; then
+        echo "---- node Python $oldest ($(readlink "$links/python$oldest")): compile and import"
+        (cd "$COLLECTION_DIR" && PATH="$links:$PATH" ansible-test sanity --venv --python "$oldest" \
+            --test compile --test import --color no) || rc=1
+    else
+        echo "---- SKIPPED: sanity on node Python $oldest: no python$oldest on PATH or in ${PYENV_ROOT:-$HOME/.pyenv}/versions"
+    fi
+    return "$rc"
 }
 
 # True when the repository holds test files that pytest should have collected.

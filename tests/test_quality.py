@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 REPO = Path(__file__).resolve().parents[1]
 COLLECTION = REPO / "collection" / "ansible_collections" / "nodetune" / "instinct"
@@ -101,12 +103,54 @@ def test_ansible_test_still_reads_the_standin_path():
     assert "~/.ansible/test/cache/get_pip_%s.py" in setup.read_text()
 
 
+def ansible_core_pins() -> list[Requirement]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return [req for req in map(Requirement, project["dependencies"]) if req.name == "ansible-core"]
+
+
+def supported_pythons() -> list[str]:
+    """NODETUNE_SUPPORTED_PYTHONS from scripts/lib/setup.sh: the controller Pythons the scripts pick from."""
+    match = re.search(r"^NODETUNE_SUPPORTED_PYTHONS=\(([^)]*)\)", (REPO / "scripts/lib/setup.sh").read_text(), re.M)
+    assert match, "scripts/lib/setup.sh sets no NODETUNE_SUPPORTED_PYTHONS=(...)"
+    return match.group(1).split()
+
+
 def test_versions_agree_between_package_and_collection():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     galaxy = yaml.safe_load((COLLECTION / "galaxy.yml").read_text())
     runtime = yaml.safe_load((COLLECTION / "meta" / "runtime.yml").read_text())
     assert galaxy["version"] == project["version"]
-    core_pin = next(dep for dep in project["dependencies"] if dep.startswith("ansible-core"))
-    minimum = re.search(r">=\s*([\d.]+)", core_pin).group(1)
-    assert runtime["requires_ansible"] == f">={minimum}", (runtime["requires_ansible"], core_pin)
-    assert project["requires-python"].startswith(">=3.11")
+    # requires_ansible admits exactly the ansible-core lines that pyproject.toml pins (the lines CI tests)
+    requires_ansible = SpecifierSet(runtime["requires_ansible"])
+    pins = ansible_core_pins()
+    assert len(pins) >= 2, pins
+    for minor in range(10, 30):
+        for version in (f"2.{minor}.0", f"2.{minor}.99"):
+            pinned = any(pin.specifier.contains(version) for pin in pins)
+            assert requires_ansible.contains(version) == pinned, (version, str(requires_ansible),
+                                                                  [str(p) for p in pins])
+
+
+def test_each_supported_python_gets_one_ansible_core_line():
+    requires_python = SpecifierSet(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"])
+    supported = supported_pythons()
+    assert supported == sorted(supported, key=lambda v: tuple(map(int, v.split("."))), reverse=True), "newest first"
+    for minor in range(8, 16):
+        version = f"3.{minor}"
+        assert requires_python.contains(f"{version}.0") == (version in supported), (version, str(requires_python))
+    for version in supported:
+        env = {"python_version": version, "python_full_version": f"{version}.0"}
+        lines = [pin for pin in ansible_core_pins() if pin.marker is None or pin.marker.evaluate(env)]
+        assert len(lines) == 1, (version, [str(p) for p in lines])
+
+
+def test_readme_supported_line_names_the_tested_lines():
+    text = (REPO / "README.md").read_text()
+    match = re.search(r"^Supported: (.*?)\n\n", text, flags=re.S | re.M)
+    assert match, "README.md has no 'Supported: ...' paragraph"
+    supported = " ".join(match.group(1).split())
+    for pin in ansible_core_pins():
+        minimum = re.search(r">=\s*(\d+\.\d+)", str(pin.specifier)).group(1)
+        assert f"ansible-core {minimum}" in supported, (minimum, supported)
+    for version in supported_pythons():
+        assert f"{version}" in supported, (version, supported)
