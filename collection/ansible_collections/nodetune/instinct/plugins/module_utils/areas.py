@@ -1148,6 +1148,27 @@ ROLES['verify'] = {
                 ),
             ],
         },
+        'nodetune_inventory_expected': {
+            'type': 'dict',
+            'default': {},
+            'description': [
+                (
+                    'What every node of the group has (set it in group_vars): any of C(gpu_count), '
+                    'C(gpu_model) (e.g. V(MI300X)), C(compute_partition) (V(SPX), V(DPX), V(TPX), V(QPX), '
+                    'V(CPX)), C(memory_partition) (V(NPS1), V(NPS2), V(NPS4), V(NPS8)), C(xgmi_hive_size), '
+                    'C(hca_count), C(hca_rate) (Gb/s of every RDMA port, e.g. 400), C(hca_width) (e.g. V(4X)),'
+                    ' C(nvme_count), C(cpu_count) (logical CPUs present), C(smt) (V(on)/V(off)), '
+                    'C(numa_per_socket). Verify reports each declared key as C(inventory.<key>) (drift with '
+                    'the expected and actual value and a remedy); undeclared keys are not checked.'
+                ),
+                (
+                    'An unknown key or a value of the wrong kind (a GPU count that is not a number) is refused'
+                    ' before anything is written. The apply writes it, with the expected Settings, to '
+                    'C(/etc/nodetune/check.d/) for the node-local C(nodetune-check) (docs/verify.md); a run '
+                    'without the verify role (playbooks/apply.yml) leaves the inventory file as it was.'
+                ),
+            ],
+        },
     },
 }
 

@@ -43,8 +43,9 @@ AREA = "health"
 CHECKS = ("gpu_temp", "gpu_power", "ib_port", "pcie_link")
 DEFAULT_TEMP_MAX_C = 85.0
 DEFAULT_POWER_MAX_W = 300.0
+# nodetune_inventory_* ride in the same mapping (inventory.py checks them)
 VARIABLES = tuple(name for name in areas.ROLES["verify"]["variables"]
-                  if name.startswith("nodetune_health_") and name != "nodetune_health_enabled")
+                  if name.startswith(("nodetune_health_", "nodetune_inventory_")) and name != "nodetune_health_enabled")
 
 
 class HealthConfigError(SettingError):

@@ -243,6 +243,11 @@ def audit_scope(params):
     return areas, bios
 
 
+def expected_inventory(params):
+    """The declared inventory (verify role's nodetune_inventory_expected) for the node-local checker's files."""
+    return ((params["verify"] or {}).get("health") or {}).get("nodetune_inventory_expected")
+
+
 def audit_after_apply(module, params, state, result, waivers, run_command):
     """The verify result of the node as the apply left it. A run that wrote something discovers the node again
     (offlined siblings change the online CPUs, drivers renumber nothing but answer anew), and so does an audit of
@@ -250,7 +255,8 @@ def audit_after_apply(module, params, state, result, waivers, run_command):
     read."""
     areas, bios = audit_scope(params)
     if (result.get("changed") and not module.check_mode) or areas != params["areas"]:
-        state = load(params["root"], areas, params["policy"], run_command)
+        state = load(params["root"], areas, params["policy"], run_command,
+                     expected_inventory=expected_inventory(params))
     options = params["verify"]
     return audit_mod.audit(state, areas, bios, options["health"], waivers,
                            node_name=options["node_name"], textfile_path=options["textfile_path"],
@@ -295,7 +301,8 @@ def main():
         waivers = None
         if audit_options is not None:  # refused here, before any write, like every other input
             waivers = audit_mod.prepare(audit_scope(params)[1], audit_options["health"], audit_options["waivers"])
-        state = load(params["root"], params["areas"], params["policy"], run_command)
+        state = load(params["root"], params["areas"], params["policy"], run_command,
+                     expected_inventory=expected_inventory(params))
         bios_drift = check_bios(module, state, params["bios"])
         result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services)
         if audit_options is not None:

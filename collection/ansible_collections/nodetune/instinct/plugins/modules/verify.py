@@ -229,7 +229,8 @@ def main():
 
     try:
         waivers = audit_mod.prepare(params["bios"], params["health"], params["waivers"], params["waivers_file"])
-        state = load(params["root"], params["areas"], params["policy"], run_command)
+        state = load(params["root"], params["areas"], params["policy"], run_command,
+                     expected_inventory=params["health"].get("nodetune_inventory_expected"))
         result = audit_mod.audit(state, params["areas"], params["bios"], params["health"], waivers,
                                  node_name=params["node_name"], textfile_path=params["textfile_path"],
                                  check_mode=module.check_mode, warn=module.warn,
