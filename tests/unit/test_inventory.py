@@ -251,3 +251,17 @@ def test_the_checker_without_expectations_says_so(tuned: tuple) -> None:
     done = checker(root, "--config-dir", "etc/nodetune/none")
     assert done.returncode == 2 and "run the nodetune apply" in done.stderr
     assert checker(root, "--bogus").returncode == 2
+
+
+def test_the_checker_finds_a_renumbered_irq_by_its_name(tuned: tuple) -> None:
+    """The number apply recorded no longer carries the action (IRQs renumber across reboots): the checker finds
+    the action in /proc/interrupts and compares the right IRQ, instead of reporting the old one."""
+    root, state = tuned
+    irq = next(s for s in state.settings if s.id == "irq.nic_local" and s.key)
+    recorded = root / irq.path.rpartition("/")[0] / irq.key
+    assert recorded.is_dir()
+    recorded.rmdir()
+    assert checker(root).returncode == 0
+    (root / irq.path).write_text("0\n")
+    lines = checker(root).stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"irq.nic_local {irq.target}: expected ")

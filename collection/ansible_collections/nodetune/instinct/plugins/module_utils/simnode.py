@@ -1949,6 +1949,8 @@ def _emit_irqs(tree: _Tree, m: _Machine) -> None:
         tree.f(d + "/effective_affinity", cpus.mask([irq.effective]))
         tree.f(d + "/effective_affinity_list", irq.effective)
         tree.f(d + "/node", irq.node if irq.node >= 0 else 0)
+        if irq.name and "/" not in irq.name:  # register_handler_proc(): one directory per named action
+            tree.dir(d + "/" + irq.name)
     # /proc/interrupts: one column per online CPU; the count lands on the effective CPU.
     online = cpus.online
     column = dict((cpu, index) for index, cpu in enumerate(online))
