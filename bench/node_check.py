@@ -62,18 +62,18 @@ def main() -> int:
         for name in ("nodetune-check", "nodetune-check --nhc"):
             codes = {s.returncode for s in series[name].samples}
             if codes != {0}:
-                print("%s exited %s on the tuned node: %s" % (name, codes, series[name].samples[0].stdout))
+                print(f"{name} exited {codes} on the tuned node: {series[name].samples[0].stdout}")
                 return 1
         base = series["python3 -I -c pass"]
         rows = [(name, s.wall, s.cpu, _common.ratio(s.wall, base.wall)) for name, s in series.items()]
         print(_common.machine_text(_common.machine()))
         print(_common.load_text())
-        print("node: lab mi300x spec, 384 CPUs; %d expected Settings + %d inventory keys checked; %d rounds, medians"
-              % (entries, len(EXPECTED), args.repeat))
+        print(f"node: lab mi300x spec, 384 CPUs; {entries} expected Settings + {len(EXPECTED)} inventory keys checked;"
+              f" {args.repeat} rounds, medians")
         print(_common.table(("case", "wall s", "cpu s", "x interpreter start"), rows))
         check = series["nodetune-check"].wall
-        print("nodetune-check: %.3f s wall, target < %.1f s: %s (ratio to target %.2f)"
-              % (check, TARGET_S, _common.verdict(check, TARGET_S), check / TARGET_S))
+        print(f"nodetune-check: {check:.3f} s wall, target < {TARGET_S:.1f} s: {_common.verdict(check, TARGET_S)}"
+              f" (ratio to target {check / TARGET_S:.2f})")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
