@@ -145,6 +145,7 @@ PLATFORMS: Dict[str, Dict[str, Any]] = {
               "switch": (0x1000, 0xc030, 5)},
 }
 
+IB_ERROR_COUNTERS = ("symbol_error", "link_downed", "port_rcv_errors", "port_xmit_discards")
 GPU_MODELS: Dict[str, Dict[str, Any]] = {
     # MI250: one OAM package = two GCDs, each its own PCI function, KFD node and DRM card.
     "MI250": {"device": 0x740c, "class": 0x038000, "subsystem": 0x0b0c, "product": "AMD Instinct MI250",
@@ -1738,6 +1739,8 @@ def _emit_gpus(tree: _Tree, m: _Machine) -> None:
         tree.f(p + "/mem_info_vram_used", 12 << 20)
         tree.f(p + "/gpu_busy_percent", 0)
         tree.f(p + "/power_dpm_force_performance_level", "auto", 0o644)
+        for block in ("umc", "gfx"):  # amdgpu RAS error counters, healthy
+            tree.f(p + "/ras/%s_err_count" % block, "ue: 0\nce: 0")
         if gpu.spec["model"].startswith(("MI300", "MI325")):  # amdgpu's partition modes (issue 15's inventory)
             tree.f(p + "/current_compute_partition", "SPX", 0o644)
             tree.f(p + "/current_memory_partition", "NPS1", 0o644)
@@ -1858,6 +1861,8 @@ def _emit_nics(tree: _Tree, m: _Machine) -> None:
             tree.f(port + "/lid", "0x%x" % (0x10 + m.ib_nics.index(nic)))
             tree.f(port + "/sm_lid", "0x1")
             tree.f(port + "/sm_sl", 0)
+            for counter in IB_ERROR_COUNTERS:  # healthy: no errors since the counters were cleared
+                tree.f(port + "/counters/" + counter, 0)
             tree.f(port + "/lid_mask_count", 0)
             tree.f(port + "/cap_mask", "0xa651e848")
             tree.f(port + "/gids/0", "fe80:0000:0000:0000:" + guid)
@@ -2131,6 +2136,9 @@ def _persistent_files(spec: Dict[str, Any]) -> _Tree:
            % (osd["pretty_name"].split(" ")[0], osd["pretty_name"], os_id, "debian" if family == "Debian" else "fedora",
               version.group(1) if version else ""), 0o644)
     tree.f("etc/hostname", spec["hostname"], 0o644)
+    # RDMA may lock all memory (health.memlock): the healthy default of an HPC image
+    tree.f("etc/security/limits.d/90-memlock.conf", "* soft memlock unlimited\n* hard memlock unlimited\n", 0o644)
+    tree.f("etc/systemd/system.conf.d/90-memlock.conf", "[Manager]\nDefaultLimitMEMLOCK=infinity\n", 0o644)
     cmdline = spec["kernel"]["cmdline"]
     extra = " ".join(t for t in cmdline.split() if not t.startswith(("BOOT_IMAGE=", "root=")) and t != "ro")
     tree.f("etc/default/grub", 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\nGRUB_DISTRIBUTOR="%s"\nGRUB_CMDLINE_LINUX_DEFAULT=""\n'

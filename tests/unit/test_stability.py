@@ -1,0 +1,121 @@
+"""The read-only stability checks of issue 15 (stability.py) on simulated nodes: healthy as built, then each broken
+the way it breaks on a real node (an xGMI link that did not train, RAS errors, IB port errors, memlock limits gone,
+another performance level or power cap)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from ansible_collections.nodetune.instinct.plugins.module_utils import health, simnode
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+
+from tests.unit.test_verify_module import SPEC
+
+NEW = ("xgmi_links", "gpu_ras", "ib_counters", "memlock", "gpu_perf_level", "gpu_power_cap")
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("stability") / "node"
+    simnode.build(SPEC, str(dest))
+    return dest
+
+
+@pytest.fixture
+def root(template: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "node"
+    shutil.copytree(template, dest, symlinks=True)
+    return dest
+
+
+def run(root: Path, **config: object) -> list:
+    variables = {"nodetune_health_checks": list(NEW)}
+    variables.update(("nodetune_health_" + k, v) for k, v in config.items())
+    return [f.to_dict() for f in health.check(Root(str(root)), discover(str(root)), variables)]
+
+
+def statuses(found: list, check: str) -> dict:
+    return {f["target"]: f["status"] for f in found if f["id"] == "health." + check}
+
+
+def gpu_dir(root: Path, index: int = 0) -> Path:
+    return root / "sys/bus/pci/devices" / SPEC["gpus"][index]["bdf"]
+
+
+def test_a_fresh_node_is_healthy(root: Path) -> None:
+    found = run(root)
+    assert [f for f in found if f["status"] == "drift"] == []
+    assert set(statuses(found, "xgmi_links")) == {g["bdf"] for g in SPEC["gpus"]}
+    assert set(statuses(found, "gpu_ras").values()) == {"ok"}
+    assert len(statuses(found, "ib_counters")) == 2 and set(statuses(found, "ib_counters").values()) == {"ok"}
+    assert statuses(found, "memlock") == {"limits.d": "ok", "systemd": "ok"}
+    assert statuses(found, "gpu_perf_level") == {"-": "not_applicable"}  # nothing declared
+    assert statuses(found, "gpu_power_cap") == {"-": "not_applicable"}
+
+
+def test_a_missing_xgmi_link_is_drift(root: Path) -> None:
+    nodes = root / "sys/devices/virtual/kfd/kfd/topology/nodes"
+    removed = 0
+    for node in nodes.iterdir():
+        for link in sorted((node / "io_links").iterdir()):
+            if "type 11" in (link / "properties").read_text() and not removed:
+                shutil.rmtree(link)
+                removed += 1
+    assert removed == 1
+    found = run(root)
+    drift = [f for f in found if f["id"] == "health.xgmi_links" and f["status"] == "drift"]
+    assert len(drift) == 1 and "missing" in drift[0]["actual"]
+
+
+def test_uncorrectable_ras_errors_are_drift(root: Path) -> None:
+    (gpu_dir(root) / "ras/umc_err_count").write_text("ue: 2\nce: 5\n")
+    found = run(root)
+    bdf = SPEC["gpus"][0]["bdf"]
+    assert statuses(found, "gpu_ras")[bdf] == "drift"
+    assert [f["actual"] for f in found if f["id"] == "health.gpu_ras" and f["target"] == bdf] == [
+        "2 uncorrectable, 5 correctable"]
+
+
+def test_ib_port_errors_above_the_threshold_are_drift(root: Path) -> None:
+    hca = sorted((root / "sys/class/infiniband").iterdir())[0]
+    (hca / "ports/1/counters/symbol_error").write_text("12\n")
+    assert statuses(run(root), "ib_counters")[hca.name + "/1"] == "drift"
+    assert statuses(run(root, ib_counter_max={"symbol_error": 20}), "ib_counters")[hca.name + "/1"] == "ok"
+
+
+def test_memlock_limits_gone_are_drift(root: Path) -> None:
+    (root / "etc/security/limits.d/90-memlock.conf").write_text("* hard memlock 65536\n")
+    (root / "etc/systemd/system.conf.d/90-memlock.conf").unlink()
+    found = run(root)
+    assert statuses(found, "memlock") == {"limits.d": "drift", "systemd": "drift"}
+    assert [f["actual"] for f in found if f["target"] == "limits.d"] == ["soft unset, hard 65536"]
+
+
+def test_perf_level_and_power_cap_against_the_declared_values(root: Path) -> None:
+    hwmon = next((gpu_dir(root) / "hwmon").iterdir())
+    cap_w = int((hwmon / "power1_cap").read_text()) / 1e6
+    found = run(root, gpu_perf_level="auto", gpu_power_cap_w=cap_w)
+    assert set(statuses(found, "gpu_perf_level").values()) == {"ok"}
+    assert set(statuses(found, "gpu_power_cap").values()) == {"ok"}
+    (gpu_dir(root) / "power_dpm_force_performance_level").write_text("manual\n")
+    (hwmon / "power1_cap").write_text(str(int((cap_w - 100) * 1e6)))
+    found = run(root, gpu_perf_level="auto", gpu_power_cap_w=cap_w)
+    bdf = SPEC["gpus"][0]["bdf"]
+    assert statuses(found, "gpu_perf_level")[bdf] == "drift" and statuses(found, "gpu_power_cap")[bdf] == "drift"
+
+
+@pytest.mark.parametrize("config, words", [
+    ({"nodetune_health_ib_counter_max": {"symbol_errors": 1}}, ["unknown counter 'symbol_errors'", "symbol_error"]),
+    ({"nodetune_health_ib_counter_max": {"link_downed": "many"}}, ["link_downed='many'", "whole number"]),
+    ({"nodetune_health_gpu_perf_level": "turbo"}, ["nodetune_health_gpu_perf_level='turbo'", "perf_determinism"]),
+    ({"nodetune_health_gpu_power_cap_w": "lots"}, ["nodetune_health_gpu_power_cap_w='lots'", "watts"]),
+    ({"nodetune_health_checks": ["xgmi"]}, ["unknown check 'xgmi'", "xgmi_links"]),
+])
+def test_bad_thresholds_are_refused(config: dict, words: list) -> None:
+    with pytest.raises(health.HealthConfigError) as caught:
+        health.validate_config(config)
+    for word in words:
+        assert word in str(caught.value)
