@@ -105,3 +105,18 @@ def test_the_fleet_report_action_takes_the_peers_from_the_inventory_groups() -> 
     groups = {"all": ["a", "b", "c"], "ungrouped": ["c"], "mi300x": ["a", "b"], "rack1": ["a"]}
     assert host_groups(groups, ["a", "b", "c"]) == {"a": ["all", "mi300x", "rack1"], "b": ["all", "mi300x"],
                                                      "c": ["all", "ungrouped"]}
+
+
+def test_the_picture_fleet_page_has_an_outliers_table(facts: dict) -> None:
+    from types import SimpleNamespace
+
+    from nodetune import picture
+
+    nodes = fleet(facts, 4)
+    nodes["n4"]["versions"]["amdgpu"] = "6.10.5<b>"
+    run = SimpleNamespace(nodes={h: SimpleNamespace(host=h, report=result(h, f)["report"]) for h, f in nodes.items()})
+    found = picture.outlier_records(run)
+    assert [(o["node"], o["key"], o["group"]) for o in found] == [("n4", "versions.amdgpu", "all")]
+    html = picture.fleet_page([], None, outliers=found)
+    assert 'id="outliers"' in html and "<td>n4</td>" in html and "6.10.5&lt;b&gt;" in html
+    assert "No node differs" in picture.outliers_section([])
