@@ -14,7 +14,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.topology import 
 
 from tests.unit.test_verify_module import SPEC
 
-NEW = ("xgmi_links", "gpu_ras", "ib_counters", "memlock", "gpu_perf_level", "gpu_power_cap")
+NEW = ("pcie_acs", "xgmi_links", "gpu_ras", "ib_counters", "memlock", "gpu_perf_level", "gpu_power_cap")
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,8 @@ def test_a_fresh_node_is_healthy(root: Path) -> None:
     assert [f for f in found if f["status"] == "drift"] == []
     assert set(statuses(found, "xgmi_links")) == {g["bdf"] for g in SPEC["gpus"]}
     assert set(statuses(found, "gpu_ras").values()) == {"ok"}
+    assert set(statuses(found, "pcie_acs")) == {g["bdf"] for g in SPEC["gpus"]} | {n["bdf"] for n in SPEC["nics"]}
+    assert set(statuses(found, "pcie_acs").values()) == {"ok"}
     assert len(statuses(found, "ib_counters")) == 2 and set(statuses(found, "ib_counters").values()) == {"ok"}
     assert statuses(found, "memlock") == {"limits.d": "ok", "systemd": "ok"}
     assert statuses(found, "gpu_perf_level") == {"-": "not_applicable"}  # nothing declared
@@ -119,3 +121,35 @@ def test_bad_thresholds_are_refused(config: dict, words: list) -> None:
         health.validate_config(config)
     for word in words:
         assert word in str(caught.value)
+
+
+def test_acs_on_a_bridge_above_a_gpu_is_drift(root: Path) -> None:
+    """ACS turned on at the root port above the first GPU (as a BIOS default would): the GPU and the NIC under the
+    same switch drift, the other side of the machine does not."""
+    import struct
+
+    gpu = SPEC["gpus"][0]["bdf"]
+    real = (root / "sys/bus/pci/devices" / gpu).resolve()
+    port = real.parent.parent.parent  # GPU <- switch downstream <- switch upstream <- root port
+    bridge = port / "config"
+    data = bytearray(bridge.read_bytes())
+    assert len(data) == 4096
+    struct.pack_into("<H", data, 0x106, 0x001d)
+    bridge.write_bytes(bytes(data))
+    found = run(root)
+    acs = statuses(found, "pcie_acs")
+    assert acs[gpu] == "drift" and acs[SPEC["gpus"][1]["bdf"]] == "ok"
+    assert acs[SPEC["nics"][0]["bdf"]] == "drift"  # same switch as the GPU
+    actual = [f["actual"] for f in found if f["id"] == "health.pcie_acs" and f["target"] == gpu][0]
+    assert actual == f"on at {port.name} (0x001d)"
+
+
+def test_acs_unreadable_config_space_is_unsupported(root: Path) -> None:
+    """Unprivileged reads of config space stop at 64 bytes: no verdict, and it says why."""
+    for link in (root / "sys/bus/pci/devices").iterdir():
+        config = link.resolve() / "config"
+        if config.exists():
+            config.write_bytes(config.read_bytes()[:64])
+    found = run(root)
+    assert set(statuses(found, "pcie_acs").values()) == {"unsupported"}
+    assert "verify as root" in [f["remedy"] for f in found if f["id"] == "health.pcie_acs"][0]

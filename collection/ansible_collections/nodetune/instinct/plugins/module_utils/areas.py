@@ -1108,9 +1108,9 @@ ROLES['verify'] = {
         'nodetune_health_checks': {
             'type': 'list',
             'elements': 'str',
-            'default': ['gpu_temp', 'gpu_power', 'ib_port', 'pcie_link', 'xgmi_links', 'gpu_ras',
+            'default': ['gpu_temp', 'gpu_power', 'ib_port', 'pcie_link', 'pcie_acs', 'xgmi_links', 'gpu_ras',
                         'ib_counters', 'memlock', 'gpu_perf_level', 'gpu_power_cap'],
-            'choices': ['gpu_temp', 'gpu_power', 'ib_port', 'pcie_link', 'xgmi_links', 'gpu_ras',
+            'choices': ['gpu_temp', 'gpu_power', 'ib_port', 'pcie_link', 'pcie_acs', 'xgmi_links', 'gpu_ras',
                         'ib_counters', 'memlock', 'gpu_perf_level', 'gpu_power_cap'],
             'description': [
                 (

@@ -1557,7 +1557,21 @@ def _config_space(dev: _Pci) -> bytes:
         aspm = dev.aspm or {}
         struct.pack_into("<H", cfg, 0x50, (1 if aspm.get("l0s") else 0) | (2 if aspm.get("l1") else 0))
         struct.pack_into("<H", cfg, 0x52, link["gen"] | (link["width"] << 4))
+    if dev.pcie_type in (4, 6):  # root and switch downstream ports carry ACS (health.pcie_acs)
+        cfg += _acs_capability()
     return bytes(cfg)
+
+
+ACS_CAP_ID = 0x000D
+
+
+def _acs_capability() -> bytearray:
+    """Extended config space (0x100-0xfff) with the ACS capability first and last: capable of source validation,
+    P2P request/completion redirect, upstream forwarding; control 0 (all off, as AMD's multi-node guides ask)."""
+    ext = bytearray(4096 - 256)
+    struct.pack_into("<I", ext, 0, ACS_CAP_ID | (1 << 16))  # id, version 1, next 0
+    struct.pack_into("<HH", ext, 4, 0x001d, 0x0000)  # capability, control
+    return ext
 
 
 def _speed_text(m: _Machine, gen: int) -> str:

@@ -4,6 +4,11 @@
 """Read-only stability checks that ride with the health checks (issue 15): what the seeds' stability checklist and
 AMD's guides name, each with its source.
 
+- ``health.pcie_acs``: PCIe Access Control Services off on every bridge between a GPU or NIC and its root port
+  (the ACS extended capability, id 0x000D, control register at +6 of the ``config`` file: PCIe Base Spec 7.7.11).
+  AMD's multi-node RCCL guides disable it (``setpci ... ECAP_ACS+0x6.w=0000``): with P2P request redirect on,
+  GPU<->NIC traffic under one switch detours through the root complex. Reading past the first 64 bytes of config
+  space takes root; where the extended space cannot be read the finding is unsupported.
 - ``health.xgmi_links``: every GPU of an xGMI hive has an xGMI link to every other GPU of the hive (KFD topology
   ``io_links`` of type 11, ``hive_id``: Documentation/gpu/amdgpu/ and ROCm's "xGMI" topology docs; a missing peer
   is a link that did not train, and RCCL falls back to PCIe for it).
@@ -35,10 +40,12 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
     UNSUPPORTED,
     Finding,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
 
 SOURCE = "health"
-CHECKS = ("xgmi_links", "gpu_ras", "ib_counters", "memlock", "gpu_perf_level", "gpu_power_cap")
+CHECKS = ("pcie_acs", "xgmi_links", "gpu_ras", "ib_counters", "memlock", "gpu_perf_level", "gpu_power_cap")
+ACS_CAP_ID = 0x000D  # PCIe extended capability id of Access Control Services
+EXT_CAP_START = 0x100
 IB_COUNTERS = ("symbol_error", "link_downed", "port_rcv_errors", "port_xmit_discards")
 DEFAULT_IB_COUNTER_MAX = dict((name, 0) for name in IB_COUNTERS)
 PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_min_sclk", "profile_min_mclk",
@@ -85,6 +92,74 @@ def check_xgmi_links(topology: Dict[str, Any]) -> List[Finding]:
             DRIFT if missing else OK, severity="high", source=SOURCE,
             remedy="an xGMI link to these GPUs is missing (not trained): RCCL goes over PCIe for them; check "
                    "amd-smi xgmi and dmesg, then reset or service the GPU" if missing else ""))
+    return findings
+
+
+def _bridges(root: Root, bdf: str) -> List[str]:
+    """The PCI functions above ``bdf`` up to its root port, nearest first (its sysfs path's parents)."""
+    try:
+        path = root.inner("sys/bus/pci/devices/" + bdf)
+    except NodeFileError:  # a damaged link: no path, no bridges to check
+        return []
+    parts = path.split("/")
+    return [p for p in reversed(parts[:-1]) if len(p) == 12 and p.count(":") == 2 and "." in p]
+
+
+def read_config(root: Root, bdf: str) -> bytes:
+    """A function's config space as this user may read it (64 bytes unprivileged, 4096 as root); empty where
+    unreadable."""
+    try:
+        with open(root.real("sys/bus/pci/devices/%s/config" % bdf), "rb") as handle:
+            return handle.read(4096)
+    except (IOError, OSError, NodeFileError):
+        return b""
+
+
+def acs_control(config: bytes) -> Optional[int]:
+    """The ACS control register from a function's config space, 0 where it has no ACS capability, None where the
+    extended space was not readable (not root, or a conventional PCI function)."""
+    if len(config) < 256:  # an unprivileged read stops at 64 bytes
+        return None
+    if len(config) < EXT_CAP_START + 4:  # conventional config space only: no ACS
+        return 0
+    offset = EXT_CAP_START
+    for _hop in range(64):  # a list that loops is malformed: give up rather than spin
+        header = int.from_bytes(config[offset:offset + 4], "little")
+        if header in (0, 0xFFFFFFFF):
+            return 0
+        if header & 0xFFFF == ACS_CAP_ID:
+            return int.from_bytes(config[offset + 6:offset + 8], "little") if len(config) >= offset + 8 else None
+        offset = (header >> 20) & 0xFFC
+        if offset < EXT_CAP_START or offset + 4 > len(config):
+            return 0
+    return 0
+
+
+def check_pcie_acs(root: Root, topology: Dict[str, Any]) -> List[Finding]:
+    devices = [("GPU", g["bdf"]) for g in topology.get("gpus") or []]
+    devices += [("NIC", n["bdf"]) for n in topology.get("ib_devices") or [] if n.get("bdf")]
+    if not devices:
+        return [_na("pcie_acs", "no GPU or RDMA NIC on this node")]
+    findings = []
+    for kind, bdf in devices:
+        enabled, unreadable = [], []
+        for bridge in _bridges(root, bdf):
+            config = read_config(root, bridge)
+            control = acs_control(config)
+            if control is None:
+                unreadable.append(bridge)
+            elif control:
+                enabled.append("%s (0x%04x)" % (bridge, control))
+        if unreadable and not enabled:
+            findings.append(Finding(_id("pcie_acs"), bdf, "ACS off on the path", "-", UNSUPPORTED, severity="info",
+                                    source=SOURCE, remedy="the extended config space of %s cannot be read "
+                                                          "(verify as root)" % ", ".join(unreadable)))
+            continue
+        findings.append(Finding(
+            _id("pcie_acs"), bdf, "ACS off on the path", "on at " + ", ".join(enabled) if enabled else "off",
+            DRIFT if enabled else OK, severity="medium", source=SOURCE,
+            remedy="%s peer traffic detours through the root complex: disable ACS (BIOS option, or setpci -s BDF "
+                   "ECAP_ACS+0x6.w=0000 at boot, as AMD's multi-node guides do)" % kind if enabled else ""))
     return findings
 
 
@@ -245,6 +320,8 @@ def check_gpu_power_cap(root: Root, topology: Dict[str, Any], wanted_w: Optional
 
 def check(name: str, root: Root, topology: Dict[str, Any], cfg: Dict[str, Any]) -> List[Finding]:
     """One of :data:`CHECKS` with the validated health config."""
+    if name == "pcie_acs":
+        return check_pcie_acs(root, topology)
     if name == "xgmi_links":
         return check_xgmi_links(topology)
     if name == "gpu_ras":

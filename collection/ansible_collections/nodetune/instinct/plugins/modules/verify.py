@@ -60,7 +60,7 @@ options:
         C(nodetune_health_gpu_power_max_w) (default 300; MI300X boards are rated up to 750 W),
         C(nodetune_health_ib_rate_min_gbps) (default none: only the port state is checked),
         C(nodetune_health_checks) (subset of V(gpu_temp), V(gpu_power), V(ib_port), V(pcie_link),
-        V(xgmi_links), V(gpu_ras), V(ib_counters), V(memlock), V(gpu_perf_level), V(gpu_power_cap)),
+        V(pcie_acs), V(xgmi_links), V(gpu_ras), V(ib_counters), V(memlock), V(gpu_perf_level), V(gpu_power_cap)),
         C(nodetune_health_ib_counter_max), C(nodetune_health_gpu_perf_level), C(nodetune_health_gpu_power_cap_w),
         C(nodetune_health_enabled).
       - >-
