@@ -153,3 +153,38 @@ def test_acs_unreadable_config_space_is_unsupported(root: Path) -> None:
     found = run(root)
     assert set(statuses(found, "pcie_acs").values()) == {"unsupported"}
     assert "verify as root" in [f["remedy"] for f in found if f["id"] == "health.pcie_acs"][0]
+
+
+FAULTS = [  # spec option, the finding it breaks, the variables that check needs
+    ({"pcie_acs": True}, "health.pcie_acs", {}),
+    ({"xgmi_link_down": True}, "health.xgmi_links", {}),
+    ({"gpu_ras_uncorrectable": 3}, "health.gpu_ras", {}),
+    ({"ib_symbol_errors": 7}, "health.ib_counters", {}),
+    ({"memlock": 65536}, "health.memlock", {}),
+    ({"gpu_perf_level": "manual"}, "health.gpu_perf_level", {"gpu_perf_level": "auto"}),
+]
+
+
+@pytest.mark.parametrize("faults, broken, config", FAULTS, ids=[f[1] for f in FAULTS])
+def test_each_spec_fault_breaks_its_check(tmp_path: Path, faults: dict, broken: str, config: dict) -> None:
+    spec = dict(SPEC, faults=faults)
+    dest = tmp_path / "node"
+    simnode.build(spec, str(dest))
+    drift = {f["id"] for f in run(dest, **config) if f["status"] == "drift"}
+    assert drift == {broken}
+
+
+def test_partition_faults_break_the_inventory(tmp_path: Path) -> None:
+    from ansible_collections.nodetune.instinct.plugins.module_utils import node_check
+
+    dest = tmp_path / "node"
+    simnode.build(dict(SPEC, faults={"compute_partition": "CPX", "memory_partition": "NPS4"}), str(dest))
+    facts = node_check.read_facts(str(dest))
+    assert (facts["compute_partition"], facts["memory_partition"]) == (["CPX"], ["NPS4"])
+
+
+def test_bad_faults_are_refused() -> None:
+    with pytest.raises(simnode.SpecError) as caught:
+        simnode.load_spec(dict(SPEC, faults={"pcie_acs": "maybe", "gpu_perf_level": "turbo", "fan": 1}))
+    text = str(caught.value)
+    assert "faults.pcie_acs" in text and "faults.gpu_perf_level" in text and "unknown key 'fan'" in text
