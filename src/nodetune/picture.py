@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import outliers as outliers_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.layout import smt_sibling_groups
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
 
@@ -489,13 +490,30 @@ def drift_section(nodes: Sequence[NodeDrift]) -> str:
             f"{heat}{per_id}{details}</section>")
 
 
+def outlier_records(result: Any, groups: Mapping[str, list[str]] | None = None) -> list[dict[str, Any]]:
+    """The fleet's outliers (module_utils/outliers.py) from a ``nodetune.verify()`` RunResult's node reports;
+    without ``groups`` (host -> group names) the whole fleet is one peer group."""
+    reports = {node.host: {"report": node.report} for node in result.nodes.values() if node.report}
+    return outliers_mod.fleet_outliers(reports, dict(groups or {}))
+
+
+def outliers_section(outliers: Sequence[Mapping[str, Any]]) -> str:
+    """A table of the nodes that differ from their group's majority."""
+    rows = "".join(f'<tr><td>{_esc(o["node"])}</td><td class="drift">{_esc(o["key"])}</td><td>{_esc(o["value"])}</td>'
+                   f'<td>{_esc(o["majority"])}</td><td>{_esc(o["group"])} ({o["majority_nodes"]} of '
+                   f'{o["group_nodes"]})</td></tr>' for o in outliers)
+    body = ('<table class="drift"><tr><th>node</th><th>differs in</th><th>node has</th><th>majority has</th>'
+            '<th>group</th></tr>' + rows + "</table>") if rows else "<p>No node differs from its group's majority.</p>"
+    return f'<section class="fleet-outliers" id="outliers"><h2>Fleet outliers</h2>{body}</section>'
+
+
 def drift_page(nodes: Sequence[NodeDrift], title: str = "nodetune fleet drift") -> str:
     return page(title, drift_section(nodes))
 
 
 def fleet_page(layouts: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]],
                drift: Sequence[NodeDrift] | None = None, failures: Sequence[tuple[str, str]] = (),
-               title: str = "nodetune fleet layout") -> str:
+               title: str = "nodetune fleet layout", outliers: Sequence[Mapping[str, Any]] | None = None) -> str:
     """The drift section (when given), then one picture per distinct layout, naming the nodes that share it
     (a fleet of identical nodes is one drawing, not thousands); ``layouts`` holds (host, topology, layout)."""
     import json
@@ -514,6 +532,8 @@ def fleet_page(layouts: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]
     body = f"<nav>{links}</nav>" if links else ""
     if drift is not None:
         body += drift_section(drift)
+    if outliers is not None:
+        body += outliers_section(outliers)
     for host, message in failures:
         body += f'<section class="node"><h2>{_esc(host)}</h2><p class="failed">{_esc(message)}</p></section>'
     for topology, layout, hosts in shapes.values():

@@ -89,7 +89,7 @@ def _local_page(args: argparse.Namespace) -> str:
 def _fleet_page(args: argparse.Namespace) -> str:
     from nodetune import api
     from nodetune.commands._shared import UsageError, extra_vars_of, inventory_of
-    from nodetune.picture import drift_records, fleet_page
+    from nodetune.picture import drift_records, fleet_page, outlier_records
 
     try:
         inventory = inventory_of(args)
@@ -104,4 +104,5 @@ def _fleet_page(args: argparse.Namespace) -> str:
         raise _Failure(str(exc)) from None
     layouts = [(n.host, n.topology, n.layout) for n in planned.nodes.values() if n.topology and n.layout]
     failures = [(n.host, f"{n.status}: {n.message}") for n in planned.nodes.values() if not (n.topology and n.layout)]
-    return fleet_page(layouts, drift_records(audit) if audit is not None else None, failures)
+    return fleet_page(layouts, drift_records(audit) if audit is not None else None, failures,
+                      outliers=outlier_records(audit) if audit is not None else None)

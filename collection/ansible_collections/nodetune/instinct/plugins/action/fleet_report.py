@@ -22,7 +22,14 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import write_text
 from ansible_collections.nodetune.instinct.plugins.filter.report import DEFAULT_VAR, nodetune_verify_results
+from ansible_collections.nodetune.instinct.plugins.module_utils import outliers as outliers_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import report as report_mod
+
+
+def host_groups(groups, hosts):
+    """Host -> the inventory groups it is in (the fleet's peer groups, outliers.py)."""
+    return dict((host, sorted(name for name, members in groups.items() if host in (members or [])))
+                for host in hosts)
 
 
 class ActionModule(ActionBase):
@@ -49,14 +56,17 @@ class ActionModule(ActionBase):
         if dest:
             dest = os.path.abspath(str(dest))  # relative: to ansible-playbook's folder (docs/verify.md)
         results = nodetune_verify_results(task_vars.get("hostvars") or {}, list(hosts), args.get("var") or DEFAULT_VAR)
+        outliers = outliers_mod.fleet_outliers(results, host_groups(task_vars.get("groups") or {}, hosts))
         digests = report_mod.digest_results(results)  # each host's findings read once, grouped per check id
         del results
         summary = report_mod.fleet_summary({}, top=int(args.get("top", 10)), digests=digests)
+        summary["outliers"] = outliers
+        summary["text"] = list(summary["text"]) + outliers_mod.summary_lines(outliers)
         result.update(changed=False, summary=summary)
         if not write:
             return result
-        files = {"junit.xml": report_mod.junit_xml({}, suite_name=args.get("suite_name") or "nodetune verify",
-                                                   digests=digests),
+        junit = report_mod.junit_xml({}, suite_name=args.get("suite_name") or "nodetune verify", digests=digests)
+        files = {"junit.xml": outliers_mod.add_to_junit(junit, outliers),
                  "summary.json": json.dumps(summary, indent=4, sort_keys=True) + "\n"}
         try:
             for name, text in files.items():

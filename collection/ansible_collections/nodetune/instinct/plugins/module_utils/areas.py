@@ -1142,8 +1142,10 @@ ROLES['verify'] = {
         'nodetune_health_checks': {
             'type': 'list',
             'elements': 'str',
-            'default': ['gpu_temp', 'gpu_power', 'ib_port', 'pcie_link'],
-            'choices': ['gpu_temp', 'gpu_power', 'ib_port', 'pcie_link'],
+            'default': ['gpu_temp', 'gpu_power', 'ib_port', 'pcie_link', 'pcie_acs', 'xgmi_links', 'gpu_ras',
+                        'ib_counters', 'memlock', 'gpu_perf_level', 'gpu_power_cap'],
+            'choices': ['gpu_temp', 'gpu_power', 'ib_port', 'pcie_link', 'pcie_acs', 'xgmi_links', 'gpu_ras',
+                        'ib_counters', 'memlock', 'gpu_perf_level', 'gpu_power_cap'],
             'description': [
                 (
                     'The health checks to run. C(pcie_link) covers NVMe drives; GPU and NIC links are '
@@ -1179,6 +1181,59 @@ ROLES['verify'] = {
                 (
                     'An InfiniBand port slower than this (Gb/s, e.g. 400 for NDR) is drift '
                     '(C(health.ib_port)); C(null) only checks that every port is ACTIVE and LinkUp.'
+                ),
+            ],
+        },
+        'nodetune_health_ib_counter_max': {
+            'type': 'dict',
+            'default': {'symbol_error': 0, 'link_downed': 0, 'port_rcv_errors': 0, 'port_xmit_discards': 0},
+            'description': [
+                (
+                    'The most errors each InfiniBand port counter (C(ports/N/counters/<name>)) may show before '
+                    'C(health.ib_counters) drifts; the counters count since they were last cleared, so raise '
+                    'them on a fabric with known noise. Keys: C(symbol_error), C(link_downed), '
+                    'C(port_rcv_errors), C(port_xmit_discards).'
+                ),
+            ],
+        },
+        'nodetune_health_gpu_perf_level': {
+            'type': 'str',
+            'default': None,
+            'description': [
+                (
+                    "Every AMD GPU's C(power_dpm_force_performance_level) (e.g. V(auto), V(high), "
+                    'V(perf_determinism)) must be this (C(health.gpu_perf_level)); C(null) does not check it.'
+                ),
+            ],
+        },
+        'nodetune_health_gpu_power_cap_w': {
+            'type': 'float',
+            'default': None,
+            'description': [
+                (
+                    "Every AMD GPU's hwmon C(power1_cap) must be this many watts, within 1 W "
+                    '(C(health.gpu_power_cap)); C(null) does not check it.'
+                ),
+            ],
+        },
+        'nodetune_inventory_expected': {
+            'type': 'dict',
+            'default': {},
+            'description': [
+                (
+                    'What every node of the group has (set it in group_vars): any of C(gpu_count), '
+                    'C(gpu_model) (e.g. V(MI300X)), C(compute_partition) (V(SPX), V(DPX), V(TPX), V(QPX), '
+                    'V(CPX)), C(memory_partition) (V(NPS1), V(NPS2), V(NPS4), V(NPS8)), C(xgmi_hive_size), '
+                    'C(hca_count), C(hca_rate) (Gb/s of every RDMA port, e.g. 400), C(hca_width) (e.g. V(4X)),'
+                    ' C(nvme_count), C(cpu_count) (logical CPUs present), C(smt) (V(on)/V(off)), '
+                    'C(numa_per_socket). Verify reports each declared key as C(inventory.<key>) (drift with '
+                    'the expected and actual value and a remedy); undeclared keys are not checked.'
+                ),
+                (
+                    'An unknown key or a value of the wrong kind (a GPU count that is not a number) is refused'
+                    ' before anything is written. The apply writes it, with the expected Settings, to '
+                    'C(/etc/nodetune/check.d/) for the node-local C(nodetune-check) (docs/verify.md); a run '
+                    'without the verify role (playbooks/apply.yml) leaves the inventory file as it was.'
                 ),
             ],
         },

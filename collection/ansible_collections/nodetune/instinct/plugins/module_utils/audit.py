@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import bios as bios_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import health as health_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils import inventory as inventory_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import report as report_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
     WaiverError,
@@ -67,6 +68,10 @@ def prepare(bios: Dict[str, Any], health: Dict[str, Any], waivers: Optional[List
             validate(config)
         except (bios_mod.BiosConfigError, health_mod.HealthConfigError) as exc:
             errors.extend(exc.errors)
+    try:
+        inventory_mod.validate((health or {}).get(inventory_mod.VARIABLE))
+    except inventory_mod.InventoryConfigError as exc:
+        errors.extend(exc.errors)
     if errors:
         raise bios_mod.BiosConfigError(errors)
     entries = list(waivers or [])
@@ -102,6 +107,8 @@ def audit(state: Any, areas: Dict[str, Any], bios: Dict[str, Any], health: Dict[
     findings = verify_settings(state, areas)
     findings += bios_mod.check(state.topology, state.layout, bios)
     findings += health_mod.check(state.root, state.topology, health)
+    inventory_findings, inventory_facts = inventory_mod.check(state.root.path, health)
+    findings += inventory_findings
     platform = bios_mod.platform_summary(state.topology, bios)
     notes = list(state.context.notes)
     notes += apply_waivers(findings, waivers)
@@ -109,7 +116,8 @@ def audit(state: Any, areas: Dict[str, Any], bios: Dict[str, Any], health: Dict[
     finding_dicts = [f.to_dict() for f in findings]
     report = report_mod.node_report(
         node_name or _default_node_name(state.root), finding_dicts, summary, root=state.root.path,
-        extra={"platform": platform, "layout": layout_summary(state.layout), "notes": notes})
+        extra={"platform": platform, "layout": layout_summary(state.layout), "notes": notes,
+               "inventory": inventory_facts})
     result = dict(changed=False, drift=summary["drift"], findings=finding_dicts, summary=summary, report=report,
                   notes=notes)
     if textfile_path:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas, stability
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Errors,
     describe,
@@ -40,11 +40,12 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.setting import S
 
 SOURCE = "health"
 AREA = "health"
-CHECKS = ("gpu_temp", "gpu_power", "ib_port", "pcie_link")
+CHECKS = ("gpu_temp", "gpu_power", "ib_port", "pcie_link") + stability.CHECKS
 DEFAULT_TEMP_MAX_C = 85.0
 DEFAULT_POWER_MAX_W = 300.0
+# nodetune_inventory_* ride in the same mapping (inventory.py checks them)
 VARIABLES = tuple(name for name in areas.ROLES["verify"]["variables"]
-                  if name.startswith("nodetune_health_") and name != "nodetune_health_enabled")
+                  if name.startswith(("nodetune_health_", "nodetune_inventory_")) and name != "nodetune_health_enabled")
 
 
 class HealthConfigError(SettingError):
@@ -87,6 +88,7 @@ def validate_config(config: Optional[Dict[str, Any]]) -> Dict[str, Any]:
         "power_max_w": _number(ctx, config, "nodetune_health_gpu_power_max_w", DEFAULT_POWER_MAX_W, "watts"),
         "ib_rate_min_gbps": _number(ctx, config, "nodetune_health_ib_rate_min_gbps", None, "Gb/s (or null)"),
     }
+    stability.validate(ctx, config, out)
     if config.get("nodetune_health_checks") is None:
         out["checks"] = list(CHECKS)
     else:
@@ -241,4 +243,6 @@ def check(root: Root, topology: Dict[str, Any], config: Optional[Dict[str, Any]]
             findings += check_ib_ports(topology, cfg)
         elif name == "pcie_link":
             findings += pcie_link_findings(nvme_devices(topology), "health.pcie_link", SOURCE, "NVMe drive")
+        else:
+            findings += stability.check(name, root, topology, cfg)
     return findings

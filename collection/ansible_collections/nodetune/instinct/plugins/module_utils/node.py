@@ -14,6 +14,7 @@ import contextlib
 import json
 from typing import Any, Callable, Dict, List, Optional
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import inventory as inventory_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import layout as layout_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import services as services_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
@@ -68,8 +69,11 @@ def layout_policy(areas: Dict[str, Any], policy: Optional[Dict[str, Any]]) -> Di
 
 
 def load(root_path: str, areas: Dict[str, Any], policy: Optional[Dict[str, Any]] = None,
-         run_command: Optional[Callable] = None, persist: bool = True) -> NodeState:
-    """Discover, plan and build the desired Settings; raises SettingError/PolicyError on bad input."""
+         run_command: Optional[Callable] = None, persist: bool = True,
+         expected_inventory: Optional[Dict[str, Any]] = None) -> NodeState:
+    """Discover, plan and build the desired Settings; raises SettingError/PolicyError on bad input.
+    ``expected_inventory``: the declared ``nodetune_inventory_expected`` (raw), for the node-local checker."""
+    expected = inventory_mod.validate(expected_inventory)  # refused before discovery, and before any write
     root = Root(root_path)
     root.check_node()
     topology = discover(root)
@@ -78,7 +82,7 @@ def load(root_path: str, areas: Dict[str, Any], policy: Optional[Dict[str, Any]]
     except layout_mod.LayoutError as exc:
         raise SettingError([str(exc)]) from None
     context = Context(root, topology, layout, services_mod.for_root(root, run_command))
-    settings = desired_settings(context, areas or {}, persist=persist)
+    settings = desired_settings(context, areas or {}, persist=persist, expected_inventory=expected)
     return NodeState(root, topology, layout, context, settings)
 
 

@@ -9,7 +9,7 @@ their result, and raises :class:`SettingError` listing every problem before anyt
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import (
     area_cpu,
@@ -21,6 +21,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils import (
     area_rocm_env,
     area_smt,
     area_sysctl,
+    inventory,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting, SettingError, check_shape
@@ -33,8 +34,10 @@ BUILDERS = tuple((name, _MODULES[areas.ROLES[name]["builder"]].build) for name i
 AREAS = tuple(entry[0] for entry in BUILDERS)
 
 
-def desired_settings(ctx: Context, areas: Dict[str, Any], persist: bool = True) -> List[Setting]:
-    """All Settings for the enabled ``areas`` ({area: {variable: value}}); raises SettingError on bad input."""
+def desired_settings(ctx: Context, areas: Dict[str, Any], persist: bool = True,
+                     expected_inventory: Optional[Dict[str, Any]] = None) -> List[Setting]:
+    """All Settings for the enabled ``areas`` ({area: {variable: value}}); raises SettingError on bad input.
+    ``expected_inventory`` (validated, inventory.validate) goes to the node-local checker's files."""
     if not isinstance(areas, dict):
         raise SettingError(["areas must be a mapping of area name to its variables, got %r" % (areas,)])
     for name in sorted(areas):
@@ -53,6 +56,7 @@ def desired_settings(ctx: Context, areas: Dict[str, Any], persist: bool = True) 
         settings.extend(builder(ctx, config))
     if persist and not ctx.errors:
         settings.extend(area_persist.build(ctx, settings, {}))
+        settings.extend(inventory.check_settings(settings, expected_inventory))
     if ctx.errors:
         raise SettingError(ctx.errors)
     check_shape(settings)

@@ -248,6 +248,11 @@ def audit_scope(params):
     return areas, bios
 
 
+def expected_inventory(params):
+    """The declared inventory (verify role's nodetune_inventory_expected) for the node-local checker's files."""
+    return ((params["verify"] or {}).get("health") or {}).get("nodetune_inventory_expected")
+
+
 def audit_after_apply(module, params, state, result, waivers, run_command):
     """The verify result of the node as the apply left it. A run that wrote something discovers the node again
     (offlined siblings change the online CPUs, drivers renumber nothing but answer anew), and so does an audit of
@@ -255,7 +260,8 @@ def audit_after_apply(module, params, state, result, waivers, run_command):
     read."""
     areas, bios = audit_scope(params)
     if (result.get("changed") and not module.check_mode) or areas != params["areas"]:
-        state = load(params["root"], areas, params["policy"], run_command)
+        state = load(params["root"], areas, params["policy"], run_command,
+                     expected_inventory=expected_inventory(params))
     options = params["verify"]
     return audit_mod.audit(state, areas, bios, options["health"], waivers,
                            node_name=options["node_name"], textfile_path=options["textfile_path"],
@@ -305,7 +311,8 @@ def main():
         # The lock is held from discovery on: Settings computed from a node that a concurrent revert is changing
         # would tune it to a half-reverted picture. Check mode writes nothing and takes no lock.
         with nullcontext() if module.check_mode else engine.NodeLock(Root(params["root"]), params["lock_timeout"]):
-            state = load(params["root"], params["areas"], params["policy"], run_command)
+            state = load(params["root"], params["areas"], params["policy"], run_command,
+                         expected_inventory=expected_inventory(params))
             bios_drift = check_bios(module, state, params["bios"])
             result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services,
                                   lock_held=not module.check_mode)

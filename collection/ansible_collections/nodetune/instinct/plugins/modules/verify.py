@@ -59,8 +59,14 @@ options:
         Health thresholds (C(nodetune_health_*)): C(nodetune_health_gpu_temp_max_c) (default 85),
         C(nodetune_health_gpu_power_max_w) (default 300; MI300X boards are rated up to 750 W),
         C(nodetune_health_ib_rate_min_gbps) (default none: only the port state is checked),
-        C(nodetune_health_checks) (subset of V(gpu_temp), V(gpu_power), V(ib_port), V(pcie_link)),
+        C(nodetune_health_checks) (subset of V(gpu_temp), V(gpu_power), V(ib_port), V(pcie_link),
+        V(pcie_acs), V(xgmi_links), V(gpu_ras), V(ib_counters), V(memlock), V(gpu_perf_level), V(gpu_power_cap)),
+        C(nodetune_health_ib_counter_max), C(nodetune_health_gpu_perf_level), C(nodetune_health_gpu_power_cap_w),
         C(nodetune_health_enabled).
+      - >-
+        The same mapping carries C(nodetune_inventory_expected), the node's declared inventory (GPU count and
+        model, partition modes, xGMI hive size, HCAs, NVMe, CPUs, SMT, NUMA nodes per socket), reported as
+        C(inventory.<key>) findings (docs/verify.md).
     type: dict
     default: {}
   waivers:
@@ -229,7 +235,8 @@ def main():
 
     try:
         waivers = audit_mod.prepare(params["bios"], params["health"], params["waivers"], params["waivers_file"])
-        state = load(params["root"], params["areas"], params["policy"], run_command)
+        state = load(params["root"], params["areas"], params["policy"], run_command,
+                     expected_inventory=params["health"].get("nodetune_inventory_expected"))
         result = audit_mod.audit(state, params["areas"], params["bios"], params["health"], waivers,
                                  node_name=params["node_name"], textfile_path=params["textfile_path"],
                                  check_mode=module.check_mode, warn=module.warn,

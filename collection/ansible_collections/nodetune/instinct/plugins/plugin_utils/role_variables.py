@@ -238,7 +238,8 @@ class RoleVariables(object):
             waivers += self._waivers_file(values["nodetune_verify_waivers_file"])
         host = self._task_vars.get("inventory_hostname")
         module_options = {
-            "health": dict((k, v) for k, v in values.items() if k.startswith("nodetune_health_")),
+            "health": dict((k, v) for k, v in values.items()
+                           if k.startswith(("nodetune_health_", "nodetune_inventory_"))),
             "waivers": waivers,
             "textfile_path": values.get("nodetune_verify_textfile_path") or None,
             "node_name": host,

@@ -59,6 +59,9 @@ Spec (YAML or a dict; every key optional unless marked; unknown keys are errors)
             mode: datagram|connected, mtu, ib_mtu, rate, state, comp_vectors (mlx5, default 63),
             irq_vectors (Ethernet), enhanced_ipoib, link, aspm}]
     nvme: [{model: P5800X|PM1733|CM7-R, bdf (required), numa_node, switch, max_queues, size_gb, link, aspm}]
+    faults: {pcie_acs: false, xgmi_link_down: false, gpu_ras_uncorrectable: 0, ib_symbol_errors: 0,
+             memlock: unlimited|KiB, gpu_perf_level: auto, compute_partition: SPX, memory_partition: NPS1}
+                              what verify's health/inventory checks read; healthy by default, each breaks one
 
 PCI addresses decide placement: with S sockets there are 4*S root complexes of 256/(4*S) buses each (socket s
 owns complexes 4s..4s+3; with NPS4 each is its own NUMA node). A device's ``numa_node`` is checked against its bus
@@ -146,6 +149,7 @@ PLATFORMS: Dict[str, Dict[str, Any]] = {
               "switch": (0x1000, 0xc030, 5)},
 }
 
+IB_ERROR_COUNTERS = ("symbol_error", "link_downed", "port_rcv_errors", "port_xmit_discards")
 GPU_MODELS: Dict[str, Dict[str, Any]] = {
     # MI250: one OAM package = two GCDs, each its own PCI function, KFD node and DRM card.
     "MI250": {"device": 0x740c, "class": 0x038000, "subsystem": 0x0b0c, "product": "AMD Instinct MI250",
@@ -362,7 +366,7 @@ def _parse_version(release: str) -> Tuple[int, int]:
 def _normalize(raw: Dict[str, Any]) -> Dict[str, Any]:
     check = _Checker()
     top = check.keys("", raw, ("name", "hostname", "platform", "os", "kernel", "cpu", "numa", "memory_gb", "iommu",
-                               "irqbalance", "sysctl", "bmc_vga", "gpus", "nics", "nvme"))
+                               "irqbalance", "sysctl", "bmc_vga", "gpus", "nics", "nvme", "faults"))
     spec: Dict[str, Any] = {}
     spec["name"] = check.text("name", top.get("name", "simnode"), _HOSTNAME,
                               "letters, digits, '.' and '-' (a host name)") or "simnode"
@@ -445,6 +449,7 @@ def _normalize(raw: Dict[str, Any]) -> Dict[str, Any]:
     spec["nics"] = _normalize_list(check, "nics", top.get("nics"), _normalize_nic)
     spec["nvme"] = _normalize_list(check, "nvme", top.get("nvme"), _normalize_nvme)
 
+    spec["faults"] = _normalize_faults(check, top.get("faults"))
     vga = top.get("bmc_vga", True)
     if isinstance(vga, bool):
         spec["bmc_vga"] = vga
@@ -456,6 +461,39 @@ def _normalize(raw: Dict[str, Any]) -> Dict[str, Any]:
     if check.errors:
         raise SpecError("simulated node spec is not valid:\n  - " + "\n  - ".join(check.errors))
     return spec
+
+
+# What the health and inventory checks of verify read (issue 15), healthy by default; each key breaks one.
+FAULT_DEFAULTS: Dict[str, Any] = {
+    "pcie_acs": False,  # true: ACS on at every root and switch downstream port
+    "xgmi_link_down": False,  # true: no xGMI link between the first two GPUs
+    "gpu_ras_uncorrectable": 0,  # uncorrectable errors in the first GPU's umc_err_count
+    "ib_symbol_errors": 0,  # symbol_error count of the first RDMA port
+    "memlock": "unlimited",  # or KiB: limits.d and systemd's DefaultLimitMEMLOCK
+    "gpu_perf_level": "auto",  # power_dpm_force_performance_level of every GPU
+    "compute_partition": "SPX",  # MI300-series current_compute_partition
+    "memory_partition": "NPS1",  # MI300-series current_memory_partition
+}
+_PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_peak", "perf_determinism")
+
+
+def _normalize_faults(check: _Checker, raw: Any) -> Dict[str, Any]:
+    data = check.keys("faults", raw, FAULT_DEFAULTS)
+    out = dict(FAULT_DEFAULTS)
+    for key in ("pcie_acs", "xgmi_link_down"):
+        if key in data:
+            out[key] = check.boolean("faults." + key, data[key])
+    for key in ("gpu_ras_uncorrectable", "ib_symbol_errors"):
+        if key in data:
+            out[key] = check.integer("faults." + key, data[key], 0, 1 << 31)
+    if "memlock" in data and data["memlock"] != "unlimited":
+        out["memlock"] = check.integer("faults.memlock", data["memlock"], 0, 1 << 40)
+    if "gpu_perf_level" in data:
+        out["gpu_perf_level"] = check.choice("faults.gpu_perf_level", data["gpu_perf_level"], _PERF_LEVELS)
+    for key, modes in (("compute_partition", ("SPX", "DPX", "QPX", "CPX")), ("memory_partition", ("NPS1", "NPS4"))):
+        if key in data:
+            out[key] = check.choice("faults." + key, data[key], modes)
+    return out
 
 
 def _normalize_cpu(check: _Checker, raw: Any) -> Dict[str, Any]:
@@ -1532,7 +1570,7 @@ def _emit_nodes(tree: _Tree, m: _Machine) -> None:
             tree.link("%s/cpu%d" % (d, cid), "sys/devices/system/cpu/cpu%d" % cid)
 
 
-def _config_space(dev: _Pci) -> bytes:
+def _config_space(dev: _Pci, acs_on: bool = False) -> bytes:
     """The first 256 bytes of config space: header, bridge bus numbers, PCIe capability with the link."""
     cfg = bytearray(256)
     header = 1 if dev.bridge else 0
@@ -1557,7 +1595,21 @@ def _config_space(dev: _Pci) -> bytes:
         aspm = dev.aspm or {}
         struct.pack_into("<H", cfg, 0x50, (1 if aspm.get("l0s") else 0) | (2 if aspm.get("l1") else 0))
         struct.pack_into("<H", cfg, 0x52, link["gen"] | (link["width"] << 4))
+    if dev.pcie_type in (4, 6):  # root and switch downstream ports carry ACS (health.pcie_acs)
+        cfg += _acs_capability(acs_on)
     return bytes(cfg)
+
+
+ACS_CAP_ID = 0x000D
+
+
+def _acs_capability(on: bool = False) -> bytearray:
+    """Extended config space (0x100-0xfff) with the ACS capability first and last: capable of source validation,
+    P2P request/completion redirect, upstream forwarding; control 0 (all off, as AMD's multi-node guides ask)."""
+    ext = bytearray(4096 - 256)
+    struct.pack_into("<I", ext, 0, ACS_CAP_ID | (1 << 16))  # id, version 1, next 0
+    struct.pack_into("<HH", ext, 4, 0x001d, 0x001d if on else 0x0000)  # capability, control
+    return ext
 
 
 def _speed_text(m: _Machine, gen: int) -> str:
@@ -1590,7 +1642,7 @@ def _emit_pci(tree: _Tree, m: _Machine) -> None:
         tree.f(p + "/subsystem_device", "0x%04x" % dev.subsystem[1])
         tree.f(p + "/class", "0x%06x" % dev.cls)
         tree.f(p + "/revision", "0x%02x" % dev.revision)
-        tree.raw(p + "/config", _config_space(dev), 0o644)
+        tree.raw(p + "/config", _config_space(dev, m.spec["faults"]["pcie_acs"]), 0o644)
         tree.f(p + "/numa_node", dev.node, 0o644)
         tree.f(p + "/local_cpus", cpus.mask(local))
         tree.f(p + "/local_cpulist", _list_cached(cpus, local))
@@ -1703,7 +1755,7 @@ def _emit_gpus(tree: _Tree, m: _Machine) -> None:
         links = [{"type": 2, "to": cpu_node, "weight": 20}]
         links_of[cpu_node].append({"type": 2, "to": node, "weight": 20})
         for other in m.gpus:
-            if other is gpu:
+            if other is gpu or (spec["faults"]["xgmi_link_down"] and {gpu, other} == set(m.gpus[:2])):
                 continue
             same_package = (gpu.spec["package"] is not None and gpu.spec["package"] >= 0
                             and gpu.spec["package"] == other.spec["package"])
@@ -1738,7 +1790,13 @@ def _emit_gpus(tree: _Tree, m: _Machine) -> None:
         tree.f(p + "/mem_info_vram_total", model["vram_gib"] << 30)
         tree.f(p + "/mem_info_vram_used", 12 << 20)
         tree.f(p + "/gpu_busy_percent", 0)
-        tree.f(p + "/power_dpm_force_performance_level", "auto", 0o644)
+        tree.f(p + "/power_dpm_force_performance_level", spec["faults"]["gpu_perf_level"], 0o644)
+        for block in ("umc", "gfx"):  # amdgpu RAS error counters
+            ue = spec["faults"]["gpu_ras_uncorrectable"] if block == "umc" and index == 0 else 0
+            tree.f(p + "/ras/%s_err_count" % block, "ue: %d\nce: 0" % ue)
+        if gpu.spec["model"].startswith(("MI300", "MI325")):  # amdgpu's partition modes (issue 15's inventory)
+            tree.f(p + "/current_compute_partition", spec["faults"]["compute_partition"], 0o644)
+            tree.f(p + "/current_memory_partition", spec["faults"]["memory_partition"], 0o644)
         h = "%s/hwmon/hwmon%d" % (p, hwmon_index)
         tree.f(h + "/name", "amdgpu")
         tree.f(h + "/temp1_input", gpu.spec["temp_c"] * 1000)
@@ -1856,6 +1914,9 @@ def _emit_nics(tree: _Tree, m: _Machine) -> None:
             tree.f(port + "/lid", "0x%x" % (0x10 + m.ib_nics.index(nic)))
             tree.f(port + "/sm_lid", "0x1")
             tree.f(port + "/sm_sl", 0)
+            for counter in IB_ERROR_COUNTERS:  # healthy: no errors since the counters were cleared
+                errors = spec["faults"]["ib_symbol_errors"] if counter == "symbol_error" and nic is m.ib_nics[0] else 0
+                tree.f(port + "/counters/" + counter, errors)
             tree.f(port + "/lid_mask_count", 0)
             tree.f(port + "/cap_mask", "0xa651e848")
             tree.f(port + "/gids/0", "fe80:0000:0000:0000:" + guid)
@@ -1947,6 +2008,8 @@ def _emit_irqs(tree: _Tree, m: _Machine) -> None:
         tree.f(d + "/effective_affinity", cpus.mask([irq.effective]))
         tree.f(d + "/effective_affinity_list", irq.effective)
         tree.f(d + "/node", irq.node if irq.node >= 0 else 0)
+        if irq.name and "/" not in irq.name:  # register_handler_proc(): one directory per named action
+            tree.dir(d + "/" + irq.name)
     # /proc/interrupts: one column per online CPU; the count lands on the effective CPU.
     online = cpus.online
     column = dict((cpu, index) for index, cpu in enumerate(online))
@@ -2127,6 +2190,12 @@ def _persistent_files(spec: Dict[str, Any]) -> _Tree:
            % (osd["pretty_name"].split(" ")[0], osd["pretty_name"], os_id, "debian" if family == "Debian" else "fedora",
               version.group(1) if version else ""), 0o644)
     tree.f("etc/hostname", spec["hostname"], 0o644)
+    # RDMA may lock all memory (health.memlock): the healthy default of an HPC image
+    memlock = spec["faults"]["memlock"]
+    tree.f("etc/security/limits.d/90-memlock.conf", "* soft memlock %s\n* hard memlock %s\n" % (memlock, memlock),
+           0o644)
+    tree.f("etc/systemd/system.conf.d/90-memlock.conf", "[Manager]\nDefaultLimitMEMLOCK=%s\n"
+           % ("infinity" if memlock == "unlimited" else "%dK" % memlock), 0o644)
     cmdline = spec["kernel"]["cmdline"]
     extra = " ".join(t for t in cmdline.split() if not t.startswith(("BOOT_IMAGE=", "root=")) and t != "ro")
     tree.f("etc/default/grub", 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\nGRUB_DISTRIBUTOR="%s"\nGRUB_CMDLINE_LINUX_DEFAULT=""\n'

@@ -1,0 +1,203 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Expected inventory: what a node of a group should have (``nodetune_inventory_expected``), checked by verify.
+
+The facts are read by node_check.read_facts, the very code the node-local ``nodetune-check`` runs, so verify and
+the scheduler's health check cannot disagree. One finding per declared key, id ``inventory.<key>``
+(``inventory.gpu_count``, ``inventory.hca_rate``...), target ``node``. The facts of every node also go into its
+report (``inventory``), where the fleet report finds each group's outliers (outliers.py).
+
+Apply also writes the declared inventory to ``/etc/nodetune/check.d/inventory.json`` for ``nodetune-check``
+(:func:`check_settings`), with every tuned area's expected Settings beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Dict, List, Optional, Tuple
+
+from ansible_collections.nodetune.instinct.plugins.module_utils import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.finding import DRIFT, OK, Finding
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
+    ABSENT,
+    FILE,
+    LINE,
+    SERVICE,
+    Setting,
+    SettingError,
+    desired,
+)
+
+VARIABLE = "nodetune_inventory_expected"
+PERSIST = "persist"  # the check files are restored by the apply (--tags apply), like the boot-restore files
+SOURCE = "inventory"
+KEYS = node_check.INVENTORY_KEYS
+CHECK_DIR = node_check.CONFIG_DIR
+CHECK_SCRIPT = "usr/local/sbin/nodetune-check"
+REMEDIES = {
+    "gpu_count": "a GPU is missing or was not probed: check dmesg for amdgpu errors and lspci, reseat or replace "
+                 "it; keep jobs off the node (ranks are planned from the GPUs found)",
+    "gpu_model": "the node has another GPU model than its group declares: move it to the right group, or fix the "
+                 "declaration",
+    "compute_partition": "set the compute partition (amd-smi set --compute-partition MODE) and reload amdgpu; the "
+                         "rank layout depends on it",
+    "memory_partition": "set the memory partition (amd-smi set --memory-partition MODE) and reload amdgpu",
+    "xgmi_hive_size": "a GPU is not in the xGMI hive: check amd-smi xgmi and dmesg for xGMI link training errors",
+    "hca_count": "an RDMA device is missing: check lspci, dmesg (mlx5_core) and the HCA firmware",
+    "hca_rate": "a port trained at another rate: check the cable, transceiver and switch port (ibstat, mlxlink)",
+    "hca_width": "a port trained narrower: check the cable, transceiver and switch port (ibstat, mlxlink)",
+    "nvme_count": "an NVMe drive is missing: check lspci, nvme list and dmesg",
+    "cpu_count": "CPUs are missing: check the BIOS core settings and maxcpus=/nr_cpus= on the kernel command line",
+    "smt": "SMT differs: the smt area (nodetune_smt_policy) or the BIOS SMT option",
+    "numa_per_socket": "the BIOS NUMA-nodes-per-socket (NPS) setting differs",
+}
+
+
+class InventoryConfigError(SettingError):
+    """``nodetune_inventory_expected`` is invalid; ``errors`` lists every problem."""
+
+
+def _describe(value: Any) -> str:
+    return "%r (%s)" % (value, type(value).__name__)
+
+
+def _int(key: str, value: Any, errors: List[str]) -> Optional[int]:
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit():
+        errors.append("%s.%s=%s is not valid: expected a whole number (%s)"
+                      % (VARIABLE, key, _describe(value), KEYS[key][1]))
+        return None
+    return int(text)
+
+
+def _text(key: str, value: Any, errors: List[str]) -> Optional[str]:
+    if key == "smt":
+        if isinstance(value, bool):  # YAML 1.1 reads a bare on/off as a boolean
+            return "on" if value else "off"
+        if str(value).strip().lower() in ("on", "off"):
+            return str(value).strip().lower()
+        errors.append("%s.smt=%s is not valid: expected on or off" % (VARIABLE, _describe(value)))
+        return None
+    if isinstance(value, bool) or value is None or not str(value).strip():
+        errors.append("%s.%s=%s is not valid: expected a text (%s)" % (VARIABLE, key, _describe(value), KEYS[key][1]))
+        return None
+    text = str(value).strip()
+    if key == "hca_width":
+        text = text.upper() if text.upper().endswith("X") else text + "X"
+        if not text[:-1].isdigit():
+            errors.append("%s.hca_width=%s is not valid: expected a link width like 4X (or 4)"
+                          % (VARIABLE, _describe(value)))
+            return None
+    if key in node_check.PARTITION_MODES:
+        text = text.upper()
+        if text not in node_check.PARTITION_MODES[key]:
+            errors.append("%s.%s=%s is not valid: expected one of %s"
+                          % (VARIABLE, key, _describe(value), ", ".join(node_check.PARTITION_MODES[key])))
+            return None
+    return text
+
+
+def validate(expected: Any) -> Dict[str, Any]:
+    """The declared inventory, normalised (``hca_width: 4`` -> ``4X``, ``smt: true`` -> ``on``); raises
+    InventoryConfigError listing every unknown key and bad value."""
+    if expected is None:
+        return {}
+    if not isinstance(expected, dict):
+        raise InventoryConfigError(["%s=%s is not valid: expected a mapping of %s"
+                                    % (VARIABLE, _describe(expected), ", ".join(sorted(KEYS)))])
+    errors: List[str] = []
+    out: Dict[str, Any] = {}
+    for key in sorted(expected, key=str):
+        value = expected[key]
+        if key not in KEYS:
+            errors.append("%s has unknown key %r: valid keys are %s" % (VARIABLE, key, ", ".join(sorted(KEYS))))
+            continue
+        if value is None:
+            continue  # declared empty: not checked (a group may unset a key of a parent group)
+        checked = _int(key, value, errors) if KEYS[key][0] == "int" else _text(key, value, errors)
+        if checked is not None:
+            out[key] = checked
+    if errors:
+        raise InventoryConfigError(errors)
+    return out
+
+
+def findings(expected: Dict[str, Any], facts: Dict[str, Any]) -> List[Finding]:
+    """One finding per declared key (already validated): ok, or drift with the expected and actual values."""
+    bad = dict((key, actual) for key, _want, actual in node_check.compare_inventory(expected, facts))
+    out = []
+    for key in sorted(expected):
+        drift = key in bad
+        actual = bad[key] if drift else expected[key]
+        out.append(Finding("inventory." + key, "node", expected[key], "none" if actual is None else actual,
+                           DRIFT if drift else OK, severity="high", source=SOURCE,
+                           remedy=REMEDIES[key] if drift else ""))
+    return out
+
+
+def check(root_path: str, health: Optional[Dict[str, Any]]) -> Tuple[List[Finding], Dict[str, Any]]:
+    """The inventory findings of a node and its facts (for the report and the fleet's outliers)."""
+    expected = validate((health or {}).get(VARIABLE))
+    facts = node_check.read_facts(root_path)
+    return findings(expected, facts), facts
+
+
+# ------------------------------------------------------------------------------------------------ nodetune-check
+def _check_entry(setting: Setting) -> Optional[Dict[str, Any]]:
+    """What nodetune-check compares for one Setting; services are left to verify (no systemctl at job
+    boundaries)."""
+    if setting.kind == SERVICE:
+        return None
+    entry: Dict[str, Any] = {"id": setting.id, "target": setting.target, "path": setting.path,
+                             "kind": setting.kind, "compare": setting.compare}
+    if setting.id == "irq.nic_local" and setting.key:  # IRQ numbers change across reboots; names do not
+        entry["irq_name"] = setting.key
+    if setting.kind == FILE:
+        entry["value"] = "sha256:" + hashlib.sha256(setting.value.encode("utf-8")).hexdigest()
+    elif setting.kind == LINE:
+        entry["key"] = setting.key
+        entry["value"] = setting.value
+    elif setting.kind == ABSENT:
+        entry["value"] = "absent"
+    else:
+        entry["value"] = desired(setting)
+    return entry
+
+
+def _file_area(setting: Setting, areas: Any) -> str:
+    """The check.d file of a Setting: its area's; a persistence file goes with the area it persists, so that a
+    partial run (``--tags nvme``) rewrites no other area's expectations."""
+    if setting.area == PERSIST:
+        named = setting.target.split(":")[-1]
+        if named in areas and named != PERSIST:
+            return named
+    return setting.area
+
+
+def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]]) -> List[Setting]:
+    """The files apply writes for nodetune-check: one ``<area>.json`` per area (a ``--tags nvme`` run rewrites only
+    nvme's), ``inventory.json`` where an inventory is declared, and the checker itself."""
+    by_area: Dict[str, List[Dict[str, Any]]] = {}
+    areas = set(s.area for s in settings)
+    for setting in settings:
+        entry = _check_entry(setting)
+        if entry is not None:
+            by_area.setdefault(_file_area(setting, areas), []).append(entry)
+    out = []
+    for area, entries in sorted(by_area.items()):
+        text = json.dumps({"version": 1, "settings": entries}, indent=1, sort_keys=True) + "\n"
+        out.append(Setting("check.expected", area, "%s/%s.json" % (CHECK_DIR, area), text, kind=FILE,
+                           compare="content", area=PERSIST, runtime=False,
+                           reason="the expected Settings nodetune-check compares between Ansible runs"))
+    if expected:
+        text = json.dumps({"version": 1, "expected": expected}, indent=1, sort_keys=True) + "\n"
+        out.append(Setting("check.expected", "inventory", "%s/%s" % (CHECK_DIR, node_check.INVENTORY_FILE), text,
+                           kind=FILE, compare="content", area=PERSIST, runtime=False,
+                           reason="the declared inventory (%s) nodetune-check compares" % VARIABLE))
+    if out:
+        out.append(Setting("check.program", "nodetune-check", CHECK_SCRIPT, node_check.script_text(), kind=FILE,
+                           compare="content", area=PERSIST, runtime=False, mode=0o755,
+                           reason="the node-local check a scheduler runs (Slurm HealthCheckProgram, NHC)"))
+    return out

@@ -1,0 +1,269 @@
+"""Expected inventory (issue 15): verify's inventory.* findings and the node-local nodetune-check, on simulated nodes.
+
+Nodes are built with the project's generator (simnode.py) from the MI300X-shaped spec the verify tests use; drift
+is injected the way it shows on real nodes: a GPU gone (the spec without it: the PCI device, its KFD node and DRM
+card all disappear), an HCA port trained at half rate, a tuned sysfs value changed behind nodetune's back.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ansible_collections.nodetune.instinct.plugins.module_utils import (
+    audit,
+    bios,
+    discover_devices,
+    engine,
+    inventory,
+    node,
+    node_check,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import ATTR
+from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
+
+from tests.unit.test_engine import tree_digest
+
+pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
+from tests.unit.test_verify_module import AREAS, SPEC
+
+EXPECTED = {"gpu_count": 2, "gpu_model": "MI300X", "compute_partition": "SPX", "memory_partition": "NPS1",
+            "xgmi_hive_size": 2, "hca_count": 2, "hca_rate": 400, "hca_width": "4X", "nvme_count": 1,
+            "cpu_count": 32, "smt": "on", "numa_per_socket": 1}
+HEALTH = {"nodetune_inventory_expected": EXPECTED}
+
+
+def build(tmp_path: Path, spec: dict, name: str = "node") -> Path:
+    dest = tmp_path / name
+    simnode.build(spec, str(dest))
+    return dest
+
+
+def apply(root: Path, expected: dict | None = None) -> node.NodeState:
+    state = node.load(str(root), AREAS, {}, expected_inventory=expected)
+    result = engine.apply(state.root, state.settings, services=state.services)
+    assert result["changed"]
+    return state
+
+
+def run_audit(root: Path, health: dict) -> dict:
+    waivers = audit.prepare({}, health, [])
+    state = node.load(str(root), AREAS, {}, expected_inventory=health.get("nodetune_inventory_expected"))
+    return audit.audit(state, AREAS, {}, health, waivers, node_name="n1")
+
+
+def inventory_drift(result: dict) -> dict:
+    return {f["id"]: (f["expected"], f["actual"]) for f in result["findings"]
+            if f["source"] == "inventory" and f["status"] == "drift"}
+
+
+def checker(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """The rendered checker as a scheduler runs it: its own file, isolated (-I: no site, no cwd on sys.path), so it
+    can only work if it needs nothing but the standard library."""
+    script = root / inventory.CHECK_SCRIPT
+    return subprocess.run([sys.executable, "-I", str(script), "--root", str(root), *args], capture_output=True,
+                          text=True, check=False, cwd="/")
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build(tmp_path_factory.mktemp("inventory"), SPEC)
+
+
+@pytest.fixture(scope="module")
+def tuned_template(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    root = build(tmp_path_factory.mktemp("inventory_tuned"), SPEC)
+    return root, apply(root, EXPECTED)
+
+
+@pytest.fixture
+def tuned(tuned_template: tuple, tmp_path: Path) -> tuple:
+    """A copy of a node tuned with EXPECTED declared, and its NodeState (its settings)."""
+    dest = tmp_path / "node"
+    shutil.copytree(tuned_template[0], dest, symlinks=True)
+    return dest, tuned_template[1]
+
+
+# ------------------------------------------------------------------------------------------------ facts
+def test_facts_of_the_simulated_node(fresh: Path) -> None:
+    facts = node_check.read_facts(str(fresh))
+    assert {k: facts[k] for k in EXPECTED} == {
+        "gpu_count": 2, "gpu_model": ["MI300X"], "compute_partition": ["SPX"], "memory_partition": ["NPS1"],
+        "xgmi_hive_size": [2], "hca_count": 2, "hca_rate": [400], "hca_width": ["4X"], "nvme_count": 1,
+        "cpu_count": 32, "smt": "on", "numa_per_socket": 1}
+    assert facts["versions"]["kernel"]
+
+
+def test_facts_agree_with_the_topology(fresh: Path) -> None:
+    """The checker's own readers count what discovery finds (one code for verify and nodetune-check)."""
+    topology = discover(str(fresh))
+    facts = node_check.read_facts(str(fresh))
+    assert facts["gpu_count"] == len(topology["gpus"])
+    assert facts["gpu_model"] == sorted({g["name"] for g in topology["gpus"]})
+    assert facts["hca_count"] == len(topology["ib_devices"])
+    assert facts["hca_rate"] == sorted({int(p["rate_gbps"]) for d in topology["ib_devices"] for p in d["ports"]})
+    assert facts["xgmi_hive_size"] == sorted({len(g["xgmi_peers"]) + 1 for g in topology["gpus"]})
+    assert facts["cpu_count"] == len(topology["cpus"])
+    assert facts["smt"] == ("on" if topology["smt"]["active"] else "off")
+
+
+def test_the_checker_knows_every_gpu_name_discovery_knows() -> None:
+    assert node_check.AMD_GPU_NAMES == discover_devices.AMD_GPU_NAMES
+
+
+# ------------------------------------------------------------------------------------------------ validation
+def test_valid_declarations_are_normalised() -> None:
+    assert inventory.validate({"smt": True, "hca_width": 4, "compute_partition": "cpx", "gpu_count": "8"}) == {
+        "smt": "on", "hca_width": "4X", "compute_partition": "CPX", "gpu_count": 8}
+    assert inventory.validate(None) == {} and inventory.validate({"gpu_count": None}) == {}
+
+
+@pytest.mark.parametrize("declared, words", [
+    ({"gpu_cnt": 8}, ["nodetune_inventory_expected has unknown key 'gpu_cnt'", "gpu_count", "hca_rate"]),
+    ({"gpu_count": "eight"}, ["nodetune_inventory_expected.gpu_count='eight'", "whole number"]),
+    ({"gpu_count": True}, ["gpu_count=True", "whole number"]),
+    ({"compute_partition": "XPX"}, ["compute_partition='XPX'", "SPX, DPX, TPX, QPX, CPX"]),
+    ({"smt": "maybe"}, ["smt='maybe'", "on or off"]),
+    ([8], ["nodetune_inventory_expected=[8]", "expected a mapping"]),
+])
+def test_bad_declarations_are_refused_with_the_variable_and_what_is_valid(declared: object, words: list) -> None:
+    with pytest.raises(inventory.InventoryConfigError) as caught:
+        inventory.validate(declared)
+    for word in words:
+        assert word in str(caught.value)
+
+
+def test_bad_declarations_are_refused_before_any_write(tmp_path: Path) -> None:
+    root = build(tmp_path, SPEC)
+    before = tree_digest(root)
+    bad = {"nodetune_inventory_expected": {"gpu_count": "eight", "nics": 2}}
+    with pytest.raises(bios.BiosConfigError) as caught:  # the audit's input check, run before the tune writes
+        audit.prepare({}, bad, [])
+    assert len(caught.value.errors) == 2
+    with pytest.raises(inventory.InventoryConfigError):
+        node.load(str(root), AREAS, {}, expected_inventory=bad["nodetune_inventory_expected"])
+    assert tree_digest(root) == before
+
+
+# ------------------------------------------------------------------------------------------------ verify
+def test_a_node_as_declared_has_no_inventory_drift(tmp_path: Path) -> None:
+    root = build(tmp_path, SPEC)
+    apply(root, EXPECTED)
+    result = run_audit(root, HEALTH)
+    ids = {f["id"] for f in result["findings"] if f["source"] == "inventory"}
+    assert ids == {"inventory." + key for key in EXPECTED}
+    assert inventory_drift(result) == {}
+    assert result["report"]["inventory"]["gpu_count"] == 2
+    assert not result["summary"]["drift"]
+
+
+def test_a_missing_gpu_is_reported(tmp_path: Path) -> None:
+    """The issue's case: one GPU gone; verify used to report the remaining ones as healthy and nothing else."""
+    spec = copy.deepcopy(SPEC)
+    del spec["gpus"][1]
+    root = build(tmp_path, spec)
+    result = run_audit(root, HEALTH)
+    drift = inventory_drift(result)
+    assert drift == {"inventory.gpu_count": (2, 1), "inventory.xgmi_hive_size": (2, "1")}
+    remedy = [f["remedy"] for f in result["findings"] if f["id"] == "inventory.gpu_count"][0]
+    assert "amdgpu" in remedy
+    assert "inventory.gpu_count" in result["summary"]["drift_ids"]
+
+
+def test_an_hca_at_half_rate_is_reported(tmp_path: Path) -> None:
+    root = build(tmp_path, SPEC)
+    port = next((root / "sys/class/infiniband").iterdir()) / "ports/1/rate"
+    port.write_text("200 Gb/sec (4X HDR)\n")
+    assert inventory_drift(run_audit(root, HEALTH)) == {"inventory.hca_rate": (400, "200,400")}
+
+
+def test_undeclared_keys_are_not_checked(tmp_path: Path) -> None:
+    spec = copy.deepcopy(SPEC)
+    del spec["gpus"][1]
+    result = run_audit(build(tmp_path, spec), {"nodetune_inventory_expected": {"nvme_count": 1}})
+    assert [f["id"] for f in result["findings"] if f["source"] == "inventory"] == ["inventory.nvme_count"]
+    assert inventory_drift(result) == {}
+
+
+# ------------------------------------------------------------------------------------------------ nodetune-check
+def test_apply_renders_the_checker_and_its_expectations(tuned: tuple) -> None:
+    root, state = tuned
+    check_dir = root / inventory.CHECK_DIR
+    names = sorted(p.name for p in check_dir.iterdir())
+    assert "inventory.json" in names and "nvme.json" in names
+    assert json.loads((check_dir / "inventory.json").read_text())["expected"] == EXPECTED
+    script = root / inventory.CHECK_SCRIPT
+    assert os.access(script, os.X_OK) and script.read_text().startswith("#!/usr/bin/env python3\n")
+    attrs = [s for s in state.settings if s.kind == ATTR]
+    listed = [e for p in check_dir.glob("*.json") if p.name != "inventory.json"
+              for e in json.loads(p.read_text())["settings"]]
+    assert len([e for e in listed if e["kind"] == ATTR]) == len(attrs)
+
+
+def test_the_checker_is_clean_on_a_tuned_node_and_writes_nothing(tuned: tuple) -> None:
+    root = tuned[0]
+    before = tree_digest(root)
+    done = checker(root)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert checker(root, "--nhc").returncode == 0
+    assert tree_digest(root) == before
+
+
+def test_the_checker_reports_drift_with_the_ids_verify_uses(tuned: tuple) -> None:
+    root, state = tuned
+    governor = next(s for s in state.settings if s.kind == ATTR and s.id == "cpu.governor")
+    (root / governor.path).write_text("powersave\n")
+    port = next((root / "sys/class/infiniband").iterdir()) / "ports/1/rate"
+    port.write_text("200 Gb/sec (4X HDR)\n")
+    before = tree_digest(root)
+    done = checker(root)
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert f"cpu.governor {governor.target}: expected performance, found powersave" in lines
+    assert "inventory.hca_rate node: expected 400, found 200,400" in lines
+    assert len(lines) == 2
+    verify_ids = {f["id"] for f in run_audit(root, HEALTH)["findings"] if f["status"] == "drift"}
+    assert {line.split()[0] for line in lines} <= verify_ids
+    nhc = checker(root, "--nhc")
+    assert nhc.returncode == 1
+    assert nhc.stdout.splitlines() == [f"nodetune: {lines[0]} (+1 more: run nodetune-check)"]
+    assert tree_digest(root) == before
+
+
+def test_the_checker_sees_an_edited_config_file_and_a_missing_gpu(tuned: tuple) -> None:
+    root, state = tuned
+    config = next(s for s in state.settings if s.kind == "file" and not s.id.startswith("check."))
+    (root / config.path).write_text("# edited\n")
+    gpu = root / "sys/bus/pci/devices" / SPEC["gpus"][1]["bdf"]
+    (gpu / "class").write_text("0x0000ff\n")  # what a GPU that fell off the bus leaves: not a GPU any more
+    lines = checker(root).stdout.splitlines()
+    ids = sorted(line.split()[0] for line in lines)
+    assert "inventory.gpu_count" in ids and config.id in ids
+
+
+def test_the_checker_without_expectations_says_so(tuned: tuple) -> None:
+    root = tuned[0]
+    done = checker(root, "--config-dir", "etc/nodetune/none")
+    assert done.returncode == 2 and "run the nodetune apply" in done.stderr
+    assert checker(root, "--bogus").returncode == 2
+
+
+def test_the_checker_finds_a_renumbered_irq_by_its_name(tuned: tuple) -> None:
+    """The number apply recorded no longer carries the action (IRQs renumber across reboots): the checker finds
+    the action in /proc/interrupts and compares the right IRQ, instead of reporting the old one."""
+    root, state = tuned
+    irq = next(s for s in state.settings if s.id == "irq.nic_local" and s.key)
+    recorded = root / irq.path.rpartition("/")[0] / irq.key
+    assert recorded.is_dir()
+    recorded.rmdir()
+    assert checker(root).returncode == 0
+    (root / irq.path).write_text("0\n")
+    lines = checker(root).stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"irq.nic_local {irq.target}: expected ")

@@ -1,0 +1,191 @@
+"""The read-only stability checks of issue 15 (stability.py) on simulated nodes: healthy as built, then each broken
+the way it breaks on a real node (an xGMI link that did not train, RAS errors, IB port errors, memlock limits gone,
+another performance level or power cap)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from ansible_collections.nodetune.instinct.plugins.module_utils import health
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+
+from tests.unit.test_verify_module import SPEC
+
+NEW = ("pcie_acs", "xgmi_links", "gpu_ras", "ib_counters", "memlock", "gpu_perf_level", "gpu_power_cap")
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("stability") / "node"
+    simnode.build(SPEC, str(dest))
+    return dest
+
+
+@pytest.fixture
+def root(template: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "node"
+    shutil.copytree(template, dest, symlinks=True)
+    return dest
+
+
+def run(root: Path, **config: object) -> list:
+    variables = {"nodetune_health_checks": list(NEW)}
+    variables.update(("nodetune_health_" + k, v) for k, v in config.items())
+    return [f.to_dict() for f in health.check(Root(str(root)), discover(str(root)), variables)]
+
+
+def statuses(found: list, check: str) -> dict:
+    return {f["target"]: f["status"] for f in found if f["id"] == "health." + check}
+
+
+def gpu_dir(root: Path, index: int = 0) -> Path:
+    return root / "sys/bus/pci/devices" / SPEC["gpus"][index]["bdf"]
+
+
+def test_a_fresh_node_is_healthy(root: Path) -> None:
+    found = run(root)
+    assert [f for f in found if f["status"] == "drift"] == []
+    assert set(statuses(found, "xgmi_links")) == {g["bdf"] for g in SPEC["gpus"]}
+    assert set(statuses(found, "gpu_ras").values()) == {"ok"}
+    assert set(statuses(found, "pcie_acs")) == {g["bdf"] for g in SPEC["gpus"]} | {n["bdf"] for n in SPEC["nics"]}
+    assert set(statuses(found, "pcie_acs").values()) == {"ok"}
+    assert len(statuses(found, "ib_counters")) == 2 and set(statuses(found, "ib_counters").values()) == {"ok"}
+    assert statuses(found, "memlock") == {"limits.d": "ok", "systemd": "ok"}
+    assert statuses(found, "gpu_perf_level") == {"-": "not_applicable"}  # nothing declared
+    assert statuses(found, "gpu_power_cap") == {"-": "not_applicable"}
+
+
+def test_a_missing_xgmi_link_is_drift(root: Path) -> None:
+    nodes = root / "sys/devices/virtual/kfd/kfd/topology/nodes"
+    removed = 0
+    for node in nodes.iterdir():
+        for link in sorted((node / "io_links").iterdir()):
+            if "type 11" in (link / "properties").read_text() and not removed:
+                shutil.rmtree(link)
+                removed += 1
+    assert removed == 1
+    found = run(root)
+    drift = [f for f in found if f["id"] == "health.xgmi_links" and f["status"] == "drift"]
+    assert len(drift) == 1 and "missing" in drift[0]["actual"]
+
+
+def test_uncorrectable_ras_errors_are_drift(root: Path) -> None:
+    (gpu_dir(root) / "ras/umc_err_count").write_text("ue: 2\nce: 5\n")
+    found = run(root)
+    bdf = SPEC["gpus"][0]["bdf"]
+    assert statuses(found, "gpu_ras")[bdf] == "drift"
+    assert [f["actual"] for f in found if f["id"] == "health.gpu_ras" and f["target"] == bdf] == [
+        "2 uncorrectable, 5 correctable"]
+
+
+def test_ib_port_errors_above_the_threshold_are_drift(root: Path) -> None:
+    hca = sorted((root / "sys/class/infiniband").iterdir())[0]
+    (hca / "ports/1/counters/symbol_error").write_text("12\n")
+    assert statuses(run(root), "ib_counters")[hca.name + "/1"] == "drift"
+    assert statuses(run(root, ib_counter_max={"symbol_error": 20}), "ib_counters")[hca.name + "/1"] == "ok"
+
+
+def test_memlock_limits_gone_are_drift(root: Path) -> None:
+    (root / "etc/security/limits.d/90-memlock.conf").write_text("* hard memlock 65536\n")
+    (root / "etc/systemd/system.conf.d/90-memlock.conf").unlink()
+    found = run(root)
+    assert statuses(found, "memlock") == {"limits.d": "drift", "systemd": "drift"}
+    assert [f["actual"] for f in found if f["target"] == "limits.d"] == ["soft unset, hard 65536"]
+
+
+def test_perf_level_and_power_cap_against_the_declared_values(root: Path) -> None:
+    hwmon = next((gpu_dir(root) / "hwmon").iterdir())
+    cap_w = int((hwmon / "power1_cap").read_text()) / 1e6
+    found = run(root, gpu_perf_level="auto", gpu_power_cap_w=cap_w)
+    assert set(statuses(found, "gpu_perf_level").values()) == {"ok"}
+    assert set(statuses(found, "gpu_power_cap").values()) == {"ok"}
+    (gpu_dir(root) / "power_dpm_force_performance_level").write_text("manual\n")
+    (hwmon / "power1_cap").write_text(str(int((cap_w - 100) * 1e6)))
+    found = run(root, gpu_perf_level="auto", gpu_power_cap_w=cap_w)
+    bdf = SPEC["gpus"][0]["bdf"]
+    assert statuses(found, "gpu_perf_level")[bdf] == "drift" and statuses(found, "gpu_power_cap")[bdf] == "drift"
+
+
+@pytest.mark.parametrize("config, words", [
+    ({"nodetune_health_ib_counter_max": {"symbol_errors": 1}}, ["unknown counter 'symbol_errors'", "symbol_error"]),
+    ({"nodetune_health_ib_counter_max": {"link_downed": "many"}}, ["link_downed='many'", "whole number"]),
+    ({"nodetune_health_gpu_perf_level": "turbo"}, ["nodetune_health_gpu_perf_level='turbo'", "perf_determinism"]),
+    ({"nodetune_health_gpu_power_cap_w": "lots"}, ["nodetune_health_gpu_power_cap_w='lots'", "watts"]),
+    ({"nodetune_health_checks": ["xgmi"]}, ["unknown check 'xgmi'", "xgmi_links"]),
+])
+def test_bad_thresholds_are_refused(config: dict, words: list) -> None:
+    with pytest.raises(health.HealthConfigError) as caught:
+        health.validate_config(config)
+    for word in words:
+        assert word in str(caught.value)
+
+
+def test_acs_on_a_bridge_above_a_gpu_is_drift(root: Path) -> None:
+    """ACS turned on at the root port above the first GPU (as a BIOS default would): the GPU and the NIC under the
+    same switch drift, the other side of the machine does not."""
+    import struct
+
+    gpu = SPEC["gpus"][0]["bdf"]
+    real = (root / "sys/bus/pci/devices" / gpu).resolve()
+    port = real.parent.parent.parent  # GPU <- switch downstream <- switch upstream <- root port
+    bridge = port / "config"
+    data = bytearray(bridge.read_bytes())
+    assert len(data) == 4096
+    struct.pack_into("<H", data, 0x106, 0x001d)
+    bridge.write_bytes(bytes(data))
+    found = run(root)
+    acs = statuses(found, "pcie_acs")
+    assert acs[gpu] == "drift" and acs[SPEC["gpus"][1]["bdf"]] == "ok"
+    assert acs[SPEC["nics"][0]["bdf"]] == "drift"  # same switch as the GPU
+    actual = [f["actual"] for f in found if f["id"] == "health.pcie_acs" and f["target"] == gpu][0]
+    assert actual == f"on at {port.name} (0x001d)"
+
+
+def test_acs_unreadable_config_space_is_unsupported(root: Path) -> None:
+    """Unprivileged reads of config space stop at 64 bytes: no verdict, and it says why."""
+    for link in (root / "sys/bus/pci/devices").iterdir():
+        config = link.resolve() / "config"
+        if config.exists():
+            config.write_bytes(config.read_bytes()[:64])
+    found = run(root)
+    assert set(statuses(found, "pcie_acs").values()) == {"unsupported"}
+    assert "verify as root" in [f["remedy"] for f in found if f["id"] == "health.pcie_acs"][0]
+
+
+FAULTS = [  # spec option, the finding it breaks, the variables that check needs
+    ({"pcie_acs": True}, "health.pcie_acs", {}),
+    ({"xgmi_link_down": True}, "health.xgmi_links", {}),
+    ({"gpu_ras_uncorrectable": 3}, "health.gpu_ras", {}),
+    ({"ib_symbol_errors": 7}, "health.ib_counters", {}),
+    ({"memlock": 65536}, "health.memlock", {}),
+    ({"gpu_perf_level": "manual"}, "health.gpu_perf_level", {"gpu_perf_level": "auto"}),
+]
+
+
+@pytest.mark.parametrize("faults, broken, config", FAULTS, ids=[f[1] for f in FAULTS])
+def test_each_spec_fault_breaks_its_check(tmp_path: Path, faults: dict, broken: str, config: dict) -> None:
+    spec = dict(SPEC, faults=faults)
+    dest = tmp_path / "node"
+    simnode.build(spec, str(dest))
+    drift = {f["id"] for f in run(dest, **config) if f["status"] == "drift"}
+    assert drift == {broken}
+
+
+def test_partition_faults_break_the_inventory(tmp_path: Path) -> None:
+    from ansible_collections.nodetune.instinct.plugins.module_utils import node_check
+
+    dest = tmp_path / "node"
+    simnode.build(dict(SPEC, faults={"compute_partition": "CPX", "memory_partition": "NPS4"}), str(dest))
+    facts = node_check.read_facts(str(dest))
+    assert (facts["compute_partition"], facts["memory_partition"]) == (["CPX"], ["NPS4"])
+
+
+def test_bad_faults_are_refused() -> None:
+    with pytest.raises(simnode.SpecError) as caught:
+        simnode.load_spec(dict(SPEC, faults={"pcie_acs": "maybe", "gpu_perf_level": "turbo", "fan": 1}))
+    text = str(caught.value)
+    assert "faults.pcie_acs" in text and "faults.gpu_perf_level" in text and "unknown key 'fan'" in text
