@@ -30,9 +30,9 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.topology import 
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_engine import tree_digest
+from tests.unit.test_verify_module import AREAS, SPEC
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
-from tests.unit.test_verify_module import AREAS, SPEC
 
 EXPECTED = {"gpu_count": 2, "gpu_model": "MI300X", "compute_partition": "SPX", "memory_partition": "NPS1",
             "xgmi_hive_size": 2, "hca_count": 2, "hca_rate": 400, "hca_width": "4X", "nvme_count": 1,

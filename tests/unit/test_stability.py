@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import health
-from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_verify_module import SPEC
 
