@@ -201,6 +201,27 @@ def test_the_lab_opt_ins_tune_smt_and_ipoib(node: Path) -> None:
     assert "export NCCL_SOCKET_IFNAME='ib0'\n" in profile.value
 
 
+LARGE_MEMORY_WRITEBACK = {"nodetune_vm_dirty_ratio": None, "nodetune_vm_dirty_background_ratio": None,
+                          "nodetune_vm_dirty_bytes": 32 << 30, "nodetune_vm_dirty_background_bytes": 4 << 30}
+
+
+def test_the_bytes_form_wins_its_pair_and_stays_put_over_repeated_applies(node: Path) -> None:
+    """Each exclusive pair takes one form: the ratio is neither written, verified nor persisted (issue 14.4)."""
+    settings = desired_settings(context(node), areas_from_roles(LARGE_MEMORY_WRITEBACK))
+    dirty = {s.target: s.value for s in settings if s.id.startswith("sysctl.vm.dirty")}
+    assert dirty == {"vm.dirty_bytes": str(32 << 30), "vm.dirty_background_bytes": str(4 << 30)}
+    write(node, "proc/sys/vm/dirty_background_bytes", "0")
+    write(node, ".nodetune-simnode.json", "{}")  # writes answered like a kernel: one form zeroes the other
+    root = Root(str(node))
+    for run in range(4):
+        result = engine.apply(root, desired_settings(context(node), areas_from_roles(LARGE_MEMORY_WRITEBACK)),
+                              services=SimServices(root))
+        assert result["changed"] is (run == 0), run
+    assert (node / "proc/sys/vm/dirty_ratio").read_text().strip() == "0"  # the kernel zeroed it
+    conf = (node / "etc/sysctl.d/90-nodetune-sysctl.conf").read_text()
+    assert f"vm.dirty_bytes = {32 << 30}" in conf and "vm.dirty_ratio" not in conf
+
+
 def test_disabled_areas_are_not_touched(node: Path) -> None:
     areas = areas_from_roles({"nodetune_cpu_enabled": False, "nodetune_nvme_enabled": False})
     settings = desired_settings(context(node), areas)
@@ -262,7 +283,17 @@ CATALOGUE = [
                  ["nodetune_cpu_governer is not a setting of the cpu area", "nodetune_cpu_governor"],
                  id="unknown-misspelt"),
     pytest.param({"nodetune_vm_dirty_bytes": 1 << 30},
-                 ["nodetune_vm_dirty_bytes is not supported", "nodetune_vm_dirty_ratio"], id="unknown-dirty-bytes"),
+                 ["nodetune_vm_dirty_ratio=20 and nodetune_vm_dirty_bytes=1073741824 are both set",
+                  "set the other to null"], id="dirty-both-forms"),
+    pytest.param({"nodetune_sysctl_extra": {"vm.dirty_bytes": 1 << 30}},
+                 ["nodetune_sysctl_extra['vm.dirty_bytes'] is not valid", "nodetune_vm_dirty_bytes"],
+                 id="dirty-bytes-through-extra"),
+    pytest.param({"nodetune_vm_dirty_ratio": None, "nodetune_vm_dirty_bytes": 4096},
+                 ["nodetune_vm_dirty_bytes=4096 is out of range", "8192"], id="dirty-bytes-below-two-pages"),
+    pytest.param({"nodetune_vm_dirty_ratio": None, "nodetune_vm_dirty_background_ratio": None,
+                  "nodetune_vm_dirty_bytes": 1 << 30, "nodetune_vm_dirty_background_bytes": 1 << 31},
+                 ["nodetune_vm_dirty_background_bytes=2147483648 must be below nodetune_vm_dirty_bytes=1073741824"],
+                 id="dirty-background-bytes-above-bytes"),
     pytest.param({"nodetune_vm_dirty_ratio": 10, "nodetune_vm_dirty_background_ratio": 20},
                  ["nodetune_vm_dirty_background_ratio=20 must be below nodetune_vm_dirty_ratio=10"],
                  id="dirty-background-above-ratio"),
