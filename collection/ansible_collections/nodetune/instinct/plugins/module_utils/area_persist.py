@@ -111,7 +111,10 @@ def _state_entry(setting: Setting) -> Dict[str, Any]:
     if setting.id == "irq.nic_local" and setting.key:
         return {"id": setting.id, "target": setting.key, "irq_name": setting.key, "path": None,
                 "value": setting.value, "order": setting.order}
-    return {"id": setting.id, "target": setting.target, "path": setting.path, "value": setting.value,
+    # an IPoIB MTU the kernel caps is restored at the requested value (its key): the kernel keeps that as its admin
+    # MTU and applies the cap itself, so the interface rises once the subnet manager's broadcast group allows it
+    value = setting.key if setting.id == "ib.mtu" and setting.key else setting.value
+    return {"id": setting.id, "target": setting.target, "path": setting.path, "value": value,
             "order": setting.order}
 
 

@@ -15,6 +15,7 @@ Only :class:`~rootfs.Root` calls :func:`write`, and only for simulated roots.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 from typing import List, Optional
@@ -292,10 +293,26 @@ def _mtu(root, rel: str, value: str) -> bool:
         limit = 65520 if mode == "connected" else 4092
         if mtu > limit:
             raise _err(errno.EINVAL, "IPoIB %s mode allows at most MTU %d" % (mode, limit))
+        if mode == "datagram" and mtu >= 68:
+            mtu = min(mtu, _broadcast_group_mtu(root, os.path.basename(netdir)) - 4)
     if mtu < 68:
         raise _err(errno.EINVAL, "MTU below 68")
     _put(root.real(rel), "%d\n" % mtu)
     return True
+
+
+def _broadcast_group_mtu(root, name: str) -> int:
+    """The IB MTU of the interface's partition broadcast group (the spec's ``bcast_mtu``, set by the subnet
+    manager): ipoib_change_mtu() sets min(broadcast-group MTU - 4, requested) in datagram mode and succeeds."""
+    try:
+        with open(os.path.join(root.real(""), MARKER), "r", encoding="utf-8") as handle:
+            spec = json.load(handle)
+    except (OSError, ValueError):
+        return 4096
+    for nic in (spec.get("spec") or {}).get("nics") or []:
+        if nic.get("name") == name:
+            return int(nic.get("bcast_mtu") or nic.get("ib_mtu") or 4096)
+    return 4096
 
 
 # ------------------------------------------------------------------------------------------ vm sysctls
