@@ -222,6 +222,38 @@ def test_the_bytes_form_wins_its_pair_and_stays_put_over_repeated_applies(node: 
     assert f"vm.dirty_bytes = {32 << 30}" in conf and "vm.dirty_ratio" not in conf
 
 
+def udev_rule_matches(rule: str, device: dict[str, str]) -> bool:
+    """udev's match semantics for the keys nodetune writes: each 'KEY=="glob|glob"' must match (fnmatch globs)."""
+    from fnmatch import fnmatchcase
+
+    for key, op, value in re.findall(r'([A-Z]+(?:\{[^}]*\})?)\s*(==|!=)\s*"([^"]*)"', rule):
+        found = any(fnmatchcase(device.get(key, ""), glob) for glob in value.split("|"))
+        if found != (op == "=="):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("namespaces", [["nvme0n1"], ["nvme0n1", "nvme1n1"]], ids=["one-rule", "per-device"])
+def test_the_nvme_udev_rule_matches_whole_namespaces_not_partitions(node: Path, namespaces: list[str]) -> None:
+    """A partition has no queue/ folder: matching it makes udev log a failed write per partition (issue 14.8)."""
+    topology = copy.deepcopy(TOPOLOGY)
+    for index, name in enumerate(namespaces[1:], start=1):
+        write(node, f"sys/block/{name}/queue/scheduler", "[none] mq-deadline kyber")
+        write(node, f"sys/block/{name}/queue/nr_requests", "255")
+        write(node, f"sys/block/{name}/mq/0/nr_tags", "255")
+        topology["block_devices"].append({"name": name, "kind": "nvme", "scheduler": "none",
+                                          "schedulers": ["none", "mq-deadline", "kyber"], "nr_requests": 255 + index})
+    settings = desired_settings(context(node, topology), areas_from_roles())
+    rules = next(s.value for s in settings if s.id == "persist.udev")
+    lines = [line for line in rules.splitlines() if line and not line.startswith("#")]
+    assert len(lines) == len(namespaces)
+    for name in namespaces:
+        namespace = {"ACTION": "add", "SUBSYSTEM": "block", "KERNEL": name, "ENV{DEVTYPE}": "disk"}
+        partition = {"ACTION": "add", "SUBSYSTEM": "block", "KERNEL": name + "p1", "ENV{DEVTYPE}": "partition"}
+        assert any(udev_rule_matches(line, namespace) for line in lines), name
+        assert not any(udev_rule_matches(line, partition) for line in lines), name + "p1"
+
+
 def test_disabled_areas_are_not_touched(node: Path) -> None:
     areas = areas_from_roles({"nodetune_cpu_enabled": False, "nodetune_nvme_enabled": False})
     settings = desired_settings(context(node), areas)

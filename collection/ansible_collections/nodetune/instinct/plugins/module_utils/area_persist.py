@@ -159,9 +159,13 @@ def _udev_rules(settings: List[Setting]) -> str:
     def assignments(attrs: Dict[str, str]) -> str:
         return ", ".join('ATTR{%s}="%s"' % (a, attrs[a])
                          for a in ("queue/scheduler", "queue/nr_requests") if a in attrs)
+    # Whole namespaces only: udev's '*' also matches the 'p1' of a partition (nvme0n1p1), which has no queue/
+    # folder, so every partition would log a failed ATTR write. DEVTYPE is 'disk' for a namespace, 'partition'
+    # for its partitions (the kernel's block uevent).
     distinct = set(tuple(sorted(v.items())) for v in by_device.values())
     if len(distinct) == 1:
         attrs = next(iter(by_device.values()))
-        return 'ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="nvme[0-9]*n[0-9]*", %s\n' % assignments(attrs)
-    return "".join('ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="%s", %s\n' % (dev, assignments(attrs))
-                   for dev, attrs in sorted(by_device.items()))
+        return ('ACTION=="add|change", SUBSYSTEM=="block", ENV{DEVTYPE}=="disk", KERNEL=="nvme[0-9]*n[0-9]*", %s\n'
+                % assignments(attrs))
+    return "".join('ACTION=="add|change", SUBSYSTEM=="block", ENV{DEVTYPE}=="disk", KERNEL=="%s", %s\n'
+                   % (dev, assignments(attrs)) for dev, attrs in sorted(by_device.items()))
