@@ -203,7 +203,7 @@ def test_omp_threads_and_rank_threads_all():
     topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=5, threads=2, gpus=[GpuSpec(0), GpuSpec(0)]))
     layout = plan(topo, {"rank_threads": "all", "omp_threads": 3})
     assert layout["ranks"][0]["cpus"] == [1, 2, 6, 7]
-    assert layout["ranks"][0]["env"] == {"GOMP_CPU_AFFINITY": "1-2,6-7", "OMP_NUM_THREADS": "3"}
+    assert layout["ranks"][0]["env"] == {"OMP_NUM_THREADS": "3"}  # no GOMP_CPU_AFFINITY: it pins to one CPU
 
 
 # --- IRQs --------------------------------------------------------------------------------------------------------
@@ -298,7 +298,7 @@ def test_down_hcas_and_netdevs_are_not_offered():
 def test_no_nics_no_nccl_variables():
     topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=4, gpus=[GpuSpec(0)]))
     [rank] = plan(topo)["ranks"]
-    assert set(rank["env"]) == {"GOMP_CPU_AFFINITY", "OMP_NUM_THREADS"}
+    assert set(rank["env"]) == {"OMP_NUM_THREADS"}
 
 
 # --- odd topologies ----------------------------------------------------------------------------------------------

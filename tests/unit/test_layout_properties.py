@@ -88,7 +88,7 @@ def test_rank_sets_are_numa_local_disjoint_and_even(topo, policy):
         assert set(rank["cpus"]) <= node_cpus[node], (rank, node)
         assert set(rank["cpus"]) <= prim, "rank CPUs must be primary threads"
         assert not set(rank["cpus"]) & set(layout["housekeeping"]) or rank["shared"]
-        assert rank["env"]["GOMP_CPU_AFFINITY"] == format_cpulist(rank["cpus"])
+        assert "GOMP_CPU_AFFINITY" not in rank["env"], "libgomp would pin the rank to its first CPU"
         assert f"--membind={node}" in rank["numactl"]
         assert f"--physcpubind={format_cpulist(rank['cpus'])}" in rank["numactl"]
         if not rank["shared"]:

@@ -977,7 +977,10 @@ def _rank_entries(model: _Model, policy: Policy, units: List[_Unit], stays_onlin
         cpulist = format_cpulist(cpus)
         omp = policy.omp_threads or max(1, len(unit.cores) if not unit.shared else
                                         len(unit.cores) // max(1, _ranks_on(units, unit.home)))
-        env = {"GOMP_CPU_AFFINITY": cpulist, "OMP_NUM_THREADS": str(omp)}
+        # No GOMP_CPU_AFFINITY: libgomp binds the initial thread to the first place of that list (one CPU), so
+        # the whole rank and every process it forks would run on one CPU. The process affinity (nodetune-bind,
+        # numactl) already holds the rank to its set, and libgomp sizes its team from that affinity.
+        env = {"OMP_NUM_THREADS": str(omp)}
         package = node.package if node is not None else None
         netdevs, net_why = _nearest(nearby.netdevs, unit.home, package)
         hcas, hca_why = _nearest(nearby.hcas, unit.home, package)
