@@ -1454,6 +1454,7 @@ def _emit_cpus(tree: _Tree, m: _Machine) -> None:
                 tree.f(c + "/type", kind)
                 tree.f(c + "/size", size)
                 tree.f(c + "/shared_cpu_map", cpus.mask(shared))
+                tree.f(c + "/shared_cpu_list", _list_cached(cpus, shared))
         if driver != "none":
             p = "%s/cpufreq/policy%d" % (base, cid)
             if online:
@@ -1764,6 +1765,12 @@ def _emit_gpus(tree: _Tree, m: _Machine) -> None:
         tree.f(h + "/temp3_input", (gpu.spec["temp_c"] + 2) * 1000)
         tree.f(h + "/temp3_label", "mem")
         tree.f(h + "/temp2_crit", 105000)
+        # amdgpu's per-sensor limits (Documentation/gpu/amdgpu/thermal.rst: tempN_crit, tempN_emergency); the
+        # values are the simulation's, of the right kind, not a vendor's table
+        for sensor, (crit, emergency) in ((1, (100, 105)), (3, (95, 100))):
+            tree.f("%s/temp%d_crit" % (h, sensor), crit * 1000)
+            tree.f("%s/temp%d_emergency" % (h, sensor), emergency * 1000)
+        tree.f(h + "/temp2_emergency", 110000)
         tree.f(h + "/power1_average", gpu.spec["power_w"] * 1000000)
         tree.f(h + "/power1_cap", model["power_cap_w"] * 1000000, 0o644)
         tree.f(h + "/power1_cap_max", model["power_cap_w"] * 1000000)
