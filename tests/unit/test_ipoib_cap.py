@@ -7,6 +7,7 @@ its remedy, and verify against the effective value instead of rewriting and drif
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import engine, simnode
@@ -55,6 +56,10 @@ def test_a_capped_mtu_is_reported_with_its_remedy_and_verified_at_the_effective_
     settings = load(str(root), AREAS).settings
     drift = [f for f in setting_findings(again.root, settings, again.services) if f.status != "ok"]
     assert drift == []
+    # the boot restore asks for the requested MTU again, so the interface rises once the SM's group allows it
+    from ansible_collections.nodetune.instinct.plugins.module_utils.area_persist import STATE_FILE
+    restore = json.loads((root / (STATE_FILE % "infiniband")).read_text())["settings"]
+    assert {e["target"]: e["value"] for e in restore if e["id"] == "ib.mtu"} == {"ib0": "4092", "ib1": "4092"}
 
 
 def test_once_the_cap_is_gone_the_requested_mtu_is_asked_for_again(tmp_path: Path) -> None:
