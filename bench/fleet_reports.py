@@ -101,9 +101,9 @@ class FleetResults(Mapping[str, Any]):
 
 
 def _lab_layout() -> tuple[dict[str, Any], dict[str, Any]]:
-    from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
     from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
     from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+    from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
     with tempfile.TemporaryDirectory(prefix="nodetune-bench-lab-") as folder:
         spec = simnode.load_spec(str(_common.REPO / "inventories" / "lab" / "specs" / "mi300x.yml"))

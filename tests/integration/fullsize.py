@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "inventories" / "lab"

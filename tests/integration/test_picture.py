@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
 from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
@@ -86,7 +87,7 @@ def test_node_picture_draws_every_core_gpu_and_nic(node: tuple[Path, dict[str, A
     assert dom.cpus(offline=False) | dom.cpus(offline=True) == {c["id"] for c in topology["cpus"]}
     text = " ".join(dom.text)
     for rank in layout["ranks"]:  # each GPU chip names its rank and the rank's CPUs
-        cpus = rank["env"]["GOMP_CPU_AFFINITY"]
+        cpus = format_cpulist(rank["cpus"])
         assert f"rank {rank['rank']} · CPUs {cpus}" in text
     # the NIC chip names the CPUs its completion IRQs are pinned to
     assert f"IRQs → CPUs {picture._cpus(layout['nic_irq_cpus'])}" in text or len(topology["nics"]) > 1

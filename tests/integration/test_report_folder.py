@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import simnode
+from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.integration.test_playbooks import small_spec
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +200,59 @@ def test_the_lab_opt_ins_tune_smt_and_ipoib(node: Path) -> None:
     assert "export NCCL_SOCKET_IFNAME='ib0'\n" in profile.value
 
 
+LARGE_MEMORY_WRITEBACK = {"nodetune_vm_dirty_ratio": None, "nodetune_vm_dirty_background_ratio": None,
+                          "nodetune_vm_dirty_bytes": 32 << 30, "nodetune_vm_dirty_background_bytes": 4 << 30}
+
+
+def test_the_bytes_form_wins_its_pair_and_stays_put_over_repeated_applies(node: Path) -> None:
+    """Each exclusive pair takes one form: the ratio is neither written, verified nor persisted (issue 14.4)."""
+    settings = desired_settings(context(node), areas_from_roles(LARGE_MEMORY_WRITEBACK))
+    dirty = {s.target: s.value for s in settings if s.id.startswith("sysctl.vm.dirty")}
+    assert dirty == {"vm.dirty_bytes": str(32 << 30), "vm.dirty_background_bytes": str(4 << 30)}
+    write(node, "proc/sys/vm/dirty_background_bytes", "0")
+    write(node, ".nodetune-simnode.json", "{}")  # writes answered like a kernel: one form zeroes the other
+    root = Root(str(node))
+    for run in range(4):
+        result = engine.apply(root, desired_settings(context(node), areas_from_roles(LARGE_MEMORY_WRITEBACK)),
+                              services=SimServices(root))
+        assert result["changed"] is (run == 0), run
+    assert (node / "proc/sys/vm/dirty_ratio").read_text().strip() == "0"  # the kernel zeroed it
+    conf = (node / "etc/sysctl.d/90-nodetune-sysctl.conf").read_text()
+    assert f"vm.dirty_bytes = {32 << 30}" in conf and "vm.dirty_ratio" not in conf
+
+
+def udev_rule_matches(rule: str, device: dict[str, str]) -> bool:
+    """udev's match semantics for the keys nodetune writes: each 'KEY=="glob|glob"' must match (fnmatch globs)."""
+    from fnmatch import fnmatchcase
+
+    for key, op, value in re.findall(r'([A-Z]+(?:\{[^}]*\})?)\s*(==|!=)\s*"([^"]*)"', rule):
+        found = any(fnmatchcase(device.get(key, ""), glob) for glob in value.split("|"))
+        if found != (op == "=="):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("namespaces", [["nvme0n1"], ["nvme0n1", "nvme1n1"]], ids=["one-rule", "per-device"])
+def test_the_nvme_udev_rule_matches_whole_namespaces_not_partitions(node: Path, namespaces: list[str]) -> None:
+    """A partition has no queue/ folder: matching it makes udev log a failed write per partition (issue 14.8)."""
+    topology = copy.deepcopy(TOPOLOGY)
+    for index, name in enumerate(namespaces[1:], start=1):
+        write(node, f"sys/block/{name}/queue/scheduler", "[none] mq-deadline kyber")
+        write(node, f"sys/block/{name}/queue/nr_requests", "255")
+        write(node, f"sys/block/{name}/mq/0/nr_tags", "255")
+        topology["block_devices"].append({"name": name, "kind": "nvme", "scheduler": "none",
+                                          "schedulers": ["none", "mq-deadline", "kyber"], "nr_requests": 255 + index})
+    settings = desired_settings(context(node, topology), areas_from_roles())
+    rules = next(s.value for s in settings if s.id == "persist.udev")
+    lines = [line for line in rules.splitlines() if line and not line.startswith("#")]
+    assert len(lines) == len(namespaces)
+    for name in namespaces:
+        namespace = {"ACTION": "add", "SUBSYSTEM": "block", "KERNEL": name, "ENV{DEVTYPE}": "disk"}
+        partition = {"ACTION": "add", "SUBSYSTEM": "block", "KERNEL": name + "p1", "ENV{DEVTYPE}": "partition"}
+        assert any(udev_rule_matches(line, namespace) for line in lines), name
+        assert not any(udev_rule_matches(line, partition) for line in lines), name + "p1"
+
+
 def test_disabled_areas_are_not_touched(node: Path) -> None:
     areas = areas_from_roles({"nodetune_cpu_enabled": False, "nodetune_nvme_enabled": False})
     settings = desired_settings(context(node), areas)
@@ -260,7 +314,17 @@ CATALOGUE = [
                  ["nodetune_cpu_governer is not a setting of the cpu area", "nodetune_cpu_governor"],
                  id="unknown-misspelt"),
     pytest.param({"nodetune_vm_dirty_bytes": 1 << 30},
-                 ["nodetune_vm_dirty_bytes is not supported", "nodetune_vm_dirty_ratio"], id="unknown-dirty-bytes"),
+                 ["nodetune_vm_dirty_ratio=20 and nodetune_vm_dirty_bytes=1073741824 are both set",
+                  "set the other to null"], id="dirty-both-forms"),
+    pytest.param({"nodetune_sysctl_extra": {"vm.dirty_bytes": 1 << 30}},
+                 ["nodetune_sysctl_extra['vm.dirty_bytes'] is not valid", "nodetune_vm_dirty_bytes"],
+                 id="dirty-bytes-through-extra"),
+    pytest.param({"nodetune_vm_dirty_ratio": None, "nodetune_vm_dirty_bytes": 4096},
+                 ["nodetune_vm_dirty_bytes=4096 is out of range", "8192"], id="dirty-bytes-below-two-pages"),
+    pytest.param({"nodetune_vm_dirty_ratio": None, "nodetune_vm_dirty_background_ratio": None,
+                  "nodetune_vm_dirty_bytes": 1 << 30, "nodetune_vm_dirty_background_bytes": 1 << 31},
+                 ["nodetune_vm_dirty_background_bytes=2147483648 must be below nodetune_vm_dirty_bytes=1073741824"],
+                 id="dirty-background-bytes-above-bytes"),
     pytest.param({"nodetune_vm_dirty_ratio": 10, "nodetune_vm_dirty_background_ratio": 20},
                  ["nodetune_vm_dirty_background_ratio=20 must be below nodetune_vm_dirty_ratio=10"],
                  id="dirty-background-above-ratio"),

@@ -44,18 +44,56 @@ def test_hwmon_units_and_the_hottest_sensor(tmp_path: Path) -> None:
     assert found[("health.gpu_temp", "0000:12:00.0")].status == "ok"
     assert found[("health.gpu_temp", "0000:12:00.0")].actual == "85.0 C (temp1)"
     power = found[("health.gpu_power", "0000:11:00.0")]
-    assert (power.status, power.actual) == ("drift", "310.2 W (power1_average)")
+    # no power1_cap: the fixed fallback (750 W, the largest Instinct board power) applies
+    assert (power.status, power.actual, power.expected) == ("ok", "310.2 W (power1_average)",
+                                                            "<= 750 W (fixed: no power1_cap)")
     fallback = found[("health.gpu_power", "0000:12:00.0")]
     assert (fallback.status, fallback.actual) == ("ok", "299.0 W (power1_input)")
+    assert run(node, {"nodetune_health_gpu_power_max_w": 300})[("health.gpu_power", "0000:11:00.0")].status == "drift"
 
 
-def test_thresholds_are_configurable(tmp_path: Path) -> None:
+def test_each_sensor_is_compared_with_its_own_hwmon_limit(tmp_path: Path) -> None:
+    """Issue 14.6: a junction at 95 C is normal under load (its own limit is far above); a memory sensor within
+    the margin of its temp3_crit is not."""
+    node = tree(tmp_path)
+    node.gpu("0000:11:00.0", hwmon={"temp1_input": "60000", "temp1_label": "edge", "temp1_crit": "100000",
+                                    "temp2_input": "95000", "temp2_label": "junction", "temp2_crit": "110000",
+                                    "temp3_input": "80000", "temp3_label": "mem", "temp3_crit": "95000"})
+    node.gpu("0000:12:00.0", hwmon={"temp2_input": "70000", "temp2_label": "junction", "temp2_crit": "110000",
+                                    "temp3_input": "91000", "temp3_label": "mem", "temp3_crit": "95000"})
+    node.gpu("0000:13:00.0", hwmon={"temp2_input": "101000", "temp2_label": "junction", "temp2_emergency": "105000"})
+    found = run(node)
+    busy = found[("health.gpu_temp", "0000:11:00.0")]
+    assert busy.status == "ok", busy.to_dict() if hasattr(busy, "to_dict") else busy
+    hot_memory = found[("health.gpu_temp", "0000:12:00.0")]
+    assert (hot_memory.status, hot_memory.actual) == ("drift", "91.0 C (mem)")
+    assert hot_memory.expected == "< 90 C (mem, temp3_crit 95 C - 5)"
+    # no crit, only the emergency (shutdown) limit: that one, with the same margin
+    assert found[("health.gpu_temp", "0000:13:00.0")].status == "drift"
+    assert run(node, {"nodetune_health_gpu_temp_margin_c": 0})[("health.gpu_temp", "0000:12:00.0")].status == "ok"
+
+
+def test_power_is_compared_with_the_boards_own_cap(tmp_path: Path) -> None:
+    """Issue 14.6: 700 W is normal on a 750 W MI300X; 560 W is not on a 500 W MI250."""
+    node = tree(tmp_path)
+    node.gpu("0000:11:00.0", hwmon={"power1_input": "700000000", "power1_cap": "750000000"})
+    node.gpu("0000:12:00.0", hwmon={"power1_average": "560000000", "power1_cap": "500000000"})
+    node.gpu("0000:13:00.0", hwmon={"power1_average": "520000000", "power1_cap": "500000000"})
+    found = run(node)
+    assert found[("health.gpu_power", "0000:11:00.0")].status == "ok"
+    over = found[("health.gpu_power", "0000:12:00.0")]
+    assert (over.status, over.expected) == ("drift", "<= 525 W (power1_cap 500 W + 5%)")
+    assert "power1_cap 500 W" in over.remedy
+    assert found[("health.gpu_power", "0000:13:00.0")].status == "ok"  # within the documented 5 % margin
+
+
+def test_the_fixed_fallbacks_are_configurable(tmp_path: Path) -> None:
     node = tree(tmp_path)
     node.gpu("0000:11:00.0", hwmon={"temp2_input": "95000", "power1_input": "700000000"})
-    found = run(node, {"nodetune_health_gpu_temp_max_c": 100, "nodetune_health_gpu_power_max_w": 750})
+    found = run(node, {"nodetune_health_gpu_temp_max_c": 100, "nodetune_health_gpu_power_max_w": 720})
     assert found[("health.gpu_temp", "0000:11:00.0")].status == "ok"
     assert found[("health.gpu_power", "0000:11:00.0")].status == "ok"
-    assert found[("health.gpu_power", "0000:11:00.0")].expected == "<= 750 W"
+    assert found[("health.gpu_power", "0000:11:00.0")].expected == "<= 720 W (fixed: no power1_cap)"
 
 
 def test_gpu_without_hwmon_is_unsupported_and_no_gpu_is_not_applicable(tmp_path: Path) -> None:
@@ -112,6 +150,8 @@ def test_checks_can_be_chosen_and_disabled(tmp_path: Path) -> None:
     ({"nodetune_health_gpu_temp_max_c": "hot"}, "nodetune_health_gpu_temp_max_c='hot' is not valid"),
     ({"nodetune_health_gpu_power_max_w": -5}, "greater than 0"),
     ({"nodetune_health_gpu_power_max_w": True}, "expected watts"),
+    ({"nodetune_health_gpu_temp_margin_c": -1}, "nodetune_health_gpu_temp_margin_c=-1 is not valid"),
+    ({"nodetune_health_gpu_power_margin_pct": "lots"}, "expected a percentage from 0 to below 100"),
     ({"nodetune_health_checks": ["gpu_fan"]}, "unknown check 'gpu_fan'"),
     ({"nodetune_health_gpu_temp_c": 90}, "nodetune_health_gpu_temp_c is not a setting of the health area"),
 ])

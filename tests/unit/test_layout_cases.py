@@ -92,8 +92,25 @@ def mi300x_like() -> dict:
     ))
 
 
-def test_mi300x_like_split():
+def test_mi300x_like_default_spreads_the_nic_vectors_over_the_whole_node():
+    """Issue 14.2: 4 NICs x 63 vectors per node over 95 non-housekeeping cores: at most ceil(252/95) = 3 each."""
     layout = plan(mi300x_like())
+    load: dict[int, int] = {}
+    for entry in layout["irq_affinity"]:
+        load[entry["cpus"][0]] = load.get(entry["cpus"][0], 0) + 1
+    assert max(load.values()) == 3 and len(load) == 2 * 95
+    for node in layout["numa"]:
+        assert node["per_rank_cores"] == 23 and node["irq_mode"] == "spread"
+    assert "node 0: 252 vectors, at most 3 per core (bound ceil(252 / 95) = 3)" in layout["reasons"]["nic_irqs"]
+    assert "set_irq_affinity_bynode" in layout["irq_affinity"][0]["reason"]
+
+
+def test_mi300x_like_split():
+    layout = plan(mi300x_like(), {"irq_cores": "auto"})
+    # the explicit reservation trades per-core IRQ load for rank cores free of interrupts, and says so
+    assert any("252 NIC completion vectors on 7 reserved cores, up to 36 per core" in w and "at most 3" in w
+               for w in layout["warnings"])
+    assert "7 reserved cores kept off the rank cores" in layout["reasons"]["nic_irqs"]
     # per node: 96 cores - 1 housekeeping - 4 reserved for 4 NICs = 91 -> 22 cores per rank, 7 left for IRQs
     for node in layout["numa"]:
         assert node["per_rank_cores"] == 22
@@ -109,7 +126,7 @@ def test_mi300x_like_split():
 
 
 def test_cores_per_rank_leaves_the_rest_to_irqs():
-    layout = plan(mi300x_like(), {"cores_per_rank": 16})
+    layout = plan(mi300x_like(), {"cores_per_rank": 16, "irq_cores": "auto"})
     assert {len(r["cpus"]) for r in layout["ranks"]} == {16}
     assert len(layout["numa"][0]["irq_cpus"]) == 95 - 64
 
@@ -203,7 +220,7 @@ def test_omp_threads_and_rank_threads_all():
     topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=5, threads=2, gpus=[GpuSpec(0), GpuSpec(0)]))
     layout = plan(topo, {"rank_threads": "all", "omp_threads": 3})
     assert layout["ranks"][0]["cpus"] == [1, 2, 6, 7]
-    assert layout["ranks"][0]["env"] == {"GOMP_CPU_AFFINITY": "1-2,6-7", "OMP_NUM_THREADS": "3"}
+    assert layout["ranks"][0]["env"] == {"OMP_NUM_THREADS": "3"}  # no GOMP_CPU_AFFINITY: it pins to one CPU
 
 
 # --- IRQs --------------------------------------------------------------------------------------------------------
@@ -212,7 +229,7 @@ def test_omp_threads_and_rank_threads_all():
 def test_nic_irqs_round_robin_on_reserved_cores_away_from_ranks():
     topo = topogen.build(Spec(cpu_nodes=2, cores_per_node=10, threads=2,
                               gpus=[GpuSpec(0), GpuSpec(0)], nics=[NicSpec(0, 6), NicSpec(1, 3)]))
-    layout = plan(topo)
+    layout = plan(topo, {"irq_cores": "auto"})
     node0 = layout["numa"][0]
     # 10 cores - 1 housekeeping - 1 for the NIC = 8 -> 4 per rank, and 1 left: CPU 1 takes the NIC's IRQs
     assert node0["per_rank_cores"] == 4 and node0["irq_cpus"] == [1]
@@ -259,7 +276,7 @@ def test_leave_policy_places_nothing():
 
 def test_irqbalance_ban_lists_irq_cpus_with_siblings_and_the_pinned_irqs():
     topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=6, threads=2, gpus=[GpuSpec(0)], nics=[NicSpec(0, 2)]))
-    layout = plan(topo, {"irqbalance": "ban"})
+    layout = plan(topo, {"irqbalance": "ban", "irq_cores": "auto"})
     assert layout["nic_irq_cpus"] == [1]
     assert layout["irqbalance"]["banned_cpulist"] == [1, 7]
     assert layout["irqbalance"]["banned_irqs"] == [e["irq"] for e in layout["irq_affinity"]]
@@ -269,7 +286,7 @@ def test_irqbalance_ban_lists_irq_cpus_with_siblings_and_the_pinned_irqs():
 def test_too_few_cores_for_irq_reservation_shares_with_a_warning():
     topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=3, threads=1,
                               gpus=[GpuSpec(0), GpuSpec(0)], nics=[NicSpec(0, 2)]))
-    layout = plan(topo)
+    layout = plan(topo, {"irq_cores": "auto"})
     assert layout["numa"][0]["irq_mode"] == "shared"
     assert any("share the rank cores" in w for w in layout["warnings"])
 
@@ -298,7 +315,7 @@ def test_down_hcas_and_netdevs_are_not_offered():
 def test_no_nics_no_nccl_variables():
     topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=4, gpus=[GpuSpec(0)]))
     [rank] = plan(topo)["ranks"]
-    assert set(rank["env"]) == {"GOMP_CPU_AFFINITY", "OMP_NUM_THREADS"}
+    assert set(rank["env"]) == {"OMP_NUM_THREADS"}
 
 
 # --- odd topologies ----------------------------------------------------------------------------------------------
@@ -340,3 +357,27 @@ def test_nccl_prefers_fabric_netdevs_and_the_node_env_lists_every_nic():
     assert layout["nccl_env"] == {"NCCL_SOCKET_IFNAME": "=eth1,ib0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1"}
     del topo["nics"][:2]
     assert plan(topo)["ranks"][0]["env"]["NCCL_SOCKET_IFNAME"] == "=eno1"  # no fabric netdev: plain Ethernet
+
+
+# --- L3 domains --------------------------------------------------------------------------------------------------
+
+
+def test_ranks_get_whole_l3_domains_where_the_counts_allow():
+    """Issue 14.3: 16 cores in two 8-core L3 domains (an EPYC 7763 NPS4 node), two ranks of 7 cores: each rank
+    fills one domain (the housekeeping core's domain and the other), none straddles or shares a domain."""
+    topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=16, threads=1, gpus=[GpuSpec(0), GpuSpec(0)]))
+    topo["l3_domains"] = [list(range(0, 8)), list(range(8, 16))]
+    layout = plan(topo)
+    assert [r["cpus"] for r in layout["ranks"]] == [list(range(1, 8)), list(range(8, 15))]
+    # without cache information the node is one domain: the blocks stay contiguous after the leftover core
+    del topo["l3_domains"]
+    assert [r["cpus"] for r in plan(topo)["ranks"]] == [list(range(2, 9)), list(range(9, 16))]
+
+
+def test_a_rank_larger_than_a_domain_takes_whole_domains_first():
+    topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=32, threads=1, gpus=[GpuSpec(0), GpuSpec(0)]))
+    topo["l3_domains"] = [list(range(i, i + 8)) for i in range(0, 32, 8)]
+    layout = plan(topo, {"cores_per_rank": 12})
+    l3_of = {cpu: i for i, domain in enumerate(topo["l3_domains"]) for cpu in domain}
+    spans = [sorted({l3_of[c] for c in r["cpus"]}) for r in layout["ranks"]]
+    assert [len(s) for s in spans] == [2, 2] and not set(spans[0]) & set(spans[1])

@@ -55,7 +55,8 @@ def test_human_view_has_a_table_per_numa_node(capsys, topology_file):
     code, out, err = run_cli(capsys, "plan", "--topology", str(topology_file))
     assert code == 0, err
     assert "NUMA node 0" in out and "NUMA node 1" in out
-    assert "rank 0" in out and "housekeeping" in out and "NIC IRQs (reserved)" in out
+    # the default spreads the NIC vectors over the node's cores (issue 14.2)
+    assert "rank 0" in out and "housekeeping" in out and "NIC IRQs (spread)" in out
     assert "irqbalance" in out
 
 
@@ -65,8 +66,10 @@ def test_node_rows_read_the_layout(topology_file):
     layout = plan(json.loads(topology_file.read_text()))
     rows = plan_command.node_rows(layout, layout["numa"][1])
     roles = [r[0] for r in rows]
-    assert roles == ["housekeeping", "rank 1", "rank 2", "NIC IRQs (reserved)"]
+    assert roles == ["housekeeping", "rank 1", "rank 2", "NIC IRQs (spread)"]
     assert rows[1][2].startswith("GPU 0000:11:00.0 partition 0/2")
+    reserved = plan(json.loads(topology_file.read_text()), {"irq_cores": "auto"})
+    assert [r[0] for r in plan_command.node_rows(reserved, reserved["numa"][1])][-1] == "NIC IRQs (reserved)"
 
 
 @pytest.mark.parametrize(("policy_text", "message"), [

@@ -111,4 +111,23 @@ def test_lab_layout_matches_the_spec(lab, name):
     assert hcas <= {e["device"] for e in layout["irq_affinity"]}
     rank_cpus = [set(r["cpus"]) for r in layout["ranks"]]
     assert sum(map(len, rank_cpus)) == len(set().union(*rank_cpus)), "rank sets overlap"
-    assert not set(layout["nic_irq_cpus"]) & set().union(*rank_cpus)
+    # NIC vectors spread over each node's non-housekeeping cores (issue 14.2): at most ceil(V / cores) per core
+    load: dict[int, int] = {}
+    for entry in layout["irq_affinity"]:
+        load[entry["cpus"][0]] = load.get(entry["cpus"][0], 0) + 1
+    for node in layout["numa"]:
+        vectors = sum(load.get(cpu, 0) for cpu in node["cpus"])
+        free = node["cores"] - len({c for c in node["housekeeping"]}) // (2 if spec["cpu"].get("smt") == "on" else 1)
+        if vectors:
+            assert max(load.get(cpu, 0) for cpu in node["cpus"]) <= -(-vectors // free), node["node"]
+    # each rank inside whole L3 domains where the counts allow (issue 14.3): 8-core CCDs on both lab CPUs
+    l3_of = {cpu: i for i, domain in enumerate(topo["l3_domains"]) for cpu in domain}
+    assert l3_of, "the lab nodes model their L3 domains"
+    for rank in layout["ranks"]:
+        domains = {l3_of[cpu] for cpu in rank["cpus"]}
+        assert len(domains) == -(-len(rank["cpus"]) // 8), (rank["rank"], rank["cpus"])
+    owners: dict[int, set[int]] = {}
+    for rank in layout["ranks"]:
+        for cpu in rank["cpus"]:
+            owners.setdefault(l3_of[cpu], set()).add(rank["rank"])
+    assert all(len(ranks) == 1 for ranks in owners.values()), "two ranks share an L3 domain"

@@ -88,7 +88,7 @@ def test_rank_sets_are_numa_local_disjoint_and_even(topo, policy):
         assert set(rank["cpus"]) <= node_cpus[node], (rank, node)
         assert set(rank["cpus"]) <= prim, "rank CPUs must be primary threads"
         assert not set(rank["cpus"]) & set(layout["housekeeping"]) or rank["shared"]
-        assert rank["env"]["GOMP_CPU_AFFINITY"] == format_cpulist(rank["cpus"])
+        assert "GOMP_CPU_AFFINITY" not in rank["env"], "libgomp would pin the rank to its first CPU"
         assert f"--membind={node}" in rank["numactl"]
         assert f"--physcpubind={format_cpulist(rank['cpus'])}" in rank["numactl"]
         if not rank["shared"]:
@@ -191,3 +191,37 @@ def test_rank_threads_all_adds_only_the_siblings_of_rank_cores(topo):
         cores = {core_of[c] for c in rank["cpus"]}
         assert set(rank["cpus"]) == {t for core in cores for t in core if t in online}
         assert rank["env"]["OMP_NUM_THREADS"] == str(len(cores)) or rank["shared"]
+
+
+@SETTINGS
+@given(topogen.topologies(), st.integers(0, 2))
+def test_by_default_no_core_carries_more_than_its_share_of_its_nodes_nic_vectors(topo, housekeeping):
+    """Issue 14.2: like mlnx-tools' set_irq_affinity_bynode.sh, the default spreads the completion vectors of each
+    NUMA node round-robin over the node's cores: no core carries more than
+    ceil(vectors of the node / (its cores - housekeeping cores))."""
+    layout = plan_checked(topo, {"housekeeping": housekeeping, "too_few_cores": "share"})
+    if layout is None:
+        return
+    truth = topo["_truth"]
+    node_of_cpu = {cpu: node for node, cpus in truth_node_cpus(topo).items() for cpu in cpus}
+    cores_of_node: dict[int, int] = {}
+    for core in truth["cores"]:
+        node = node_of_cpu[core[0]]
+        cores_of_node[node] = cores_of_node.get(node, 0) + 1
+    vectors: dict[int, int] = {}
+    load: dict[int, int] = {}
+    for irq in topo["irqs"]:
+        if irq["kind"] == "nic_comp":
+            node = truth["device_node"][irq["device"]]
+            vectors[node] = vectors.get(node, 0) + 1
+    for entry in layout["irq_affinity"]:
+        [cpu] = entry["cpus"]
+        load[cpu] = load.get(cpu, 0) + 1
+    for cpu, count in load.items():
+        node = node_of_cpu[cpu]
+        free = cores_of_node[node] - min(housekeeping, cores_of_node[node])
+        if free == 0:  # only housekeeping cores: nowhere else to go
+            continue
+        bound = -(-vectors[node] // free)
+        assert count <= bound, (f"CPU {cpu} carries {count} of node {node}'s {vectors[node]} vectors; the bound over "
+                                f"{free} cores is {bound}")

@@ -166,7 +166,7 @@ def test_each_local_rank_gets_the_cpus_of_its_gpus_numa_node(tuned: Path, tmp_pa
     cpus = set(plan["cpus"])
     assert plan["rank"] == rank and plan["rank_from"] == "LOCAL_RANK"
     assert cpus and cpus <= node_cpus(root, numa), "the rank's CPUs must be on its GPU's NUMA node"
-    assert plan["env"]["GOMP_CPU_AFFINITY"] == format_cpulist(cpus)
+    assert "GOMP_CPU_AFFINITY" not in plan["env"]  # libgomp would pin the rank to its first CPU
     assert plan["env"]["OMP_NUM_THREADS"] == str(len(cpus))  # one thread per core: primary threads only
     assert plan["env"]["HSA_OVERRIDE_CPU_AFFINITY_DEBUG"] == "0"  # ROCr's helper threads stay on those CPUs
     hcas = plan["env"]["NCCL_IB_HCA"].lstrip("=").split(",")
@@ -212,7 +212,8 @@ def test_the_launcher_really_binds_and_execs_without_a_shell(tmp_path: Path) -> 
         seen = json.loads(result.stdout)
         assert seen["cpus"] == entry["cpus"]
         assert seen["args"] == hostile
-        assert seen["env"] == {**entry["env"], "KEEP": "mine"}  # the rank's values win, the rest passes through
+        # the rank's values win, the rest passes through; a stale table's GOMP_CPU_AFFINITY is dropped
+        assert seen["env"] == {**entry["env"], "GOMP_CPU_AFFINITY": None, "KEEP": "mine"}
         assert (tmp_path / "numactl.args").read_text().startswith("--membind=0 -- ")
     assert not list(tmp_path.glob("PWNED*"))
 
@@ -224,6 +225,80 @@ def test_the_launcher_really_binds_and_execs_without_a_shell(tmp_path: Path) -> 
     assert "numactl not found: memory is not bound to NUMA node 0" in result.stderr
     seen = json.loads(result.stdout)
     assert seen["cpus"] == ranks[0]["cpus"] and seen["env"]["NCCL_IB_HCA"] == "=mlx5_9"  # --keep-env
+
+
+GOMP_PROBE = """
+import ctypes, ctypes.util, json, os, threading
+gomp = ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")
+after_load = sorted(os.sched_getaffinity(0))
+threads, lock = {}, threading.Lock()
+def body(_data):
+    with lock:
+        threads[gomp.omp_get_thread_num()] = sorted(os.sched_getaffinity(0))
+callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(body)
+gomp.GOMP_parallel(callback, None, ctypes.c_uint(0), ctypes.c_uint(0))  # 0 threads: OMP_NUM_THREADS decides
+pid = os.fork()
+if pid == 0:  # a DataLoader-style worker forked after libgomp loaded
+    os.write(1, (json.dumps({"child": sorted(os.sched_getaffinity(0))}) + "\\n").encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+print(json.dumps({"after_load": after_load, "threads": threads, "team": gomp.omp_get_max_threads()}))
+"""
+
+
+def libgomp_or_skip() -> None:
+    import ctypes.util
+
+    if not ctypes.util.find_library("gomp"):
+        pytest.skip("no libgomp on this machine (Debian: apt-get install libgomp1)")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("a rank of at least two CPUs is needed to see libgomp narrow it")
+
+
+def test_a_rank_and_its_libgomp_threads_keep_the_ranks_whole_cpu_set(tuned: Path, tmp_path: Path) -> None:
+    """Issue 14.1, with the real libgomp: the environment the rocm_env area gives a rank, on this machine's CPUs
+    (the rank's simulated cpulist, wherever it appears in that environment, becomes this machine's), under
+    nodetune-bind. The main thread after libgomp loads, every OpenMP thread and a forked worker keep the set."""
+    libgomp_or_skip()
+    allowed = sorted(os.sched_getaffinity(0))
+    entry = next(e for e in json.loads((tuned / TABLE).read_text())["ranks"] if e["rank"] == 0)
+    env = {name: value.replace(entry["cpulist"], format_cpulist(allowed)) for name, value in entry["env"].items()}
+    env["OMP_NUM_THREADS"] = str(len(allowed))
+    table = tmp_path / "ranks.json"
+    table.write_text(rank_bind.table_text([{**entry, "cpus": allowed, "cpulist": format_cpulist(allowed),
+                                            "numa_node": None, "env": env}]))
+    result = subprocess.run([sys.executable, str(tuned / LAUNCHER), "--table", str(table), "--rank", "0", "--",
+                             sys.executable, "-c", GOMP_PROBE], capture_output=True, text=True, timeout=120,
+                            env={"PATH": os.defpath}, check=False)
+    assert result.returncode == 0, result.stderr
+    child, seen = (json.loads(line) for line in result.stdout.splitlines())
+    assert seen["after_load"] == allowed, "libgomp narrowed the rank's main thread"
+    assert seen["team"] == len(allowed)
+    assert seen["threads"] == {str(n): allowed for n in range(len(allowed))}
+    assert child["child"] == allowed
+
+
+def test_the_launcher_drops_an_inherited_gomp_cpu_affinity(tmp_path: Path) -> None:
+    """A GOMP_CPU_AFFINITY from the caller (an old profile, a job script) would narrow the rank just the same."""
+    libgomp_or_skip()
+    allowed = sorted(os.sched_getaffinity(0))
+    table = tmp_path / "ranks.json"
+    table.write_text(rank_bind.table_text([{"rank": 0, "gpu": "0000:05:00.0", "numa_node": None, "cpus": allowed,
+                                            "env": {"OMP_NUM_THREADS": str(len(allowed))}}]))
+    launcher = tmp_path / "nodetune-bind"
+    launcher.write_text(rank_bind.script_text(str(table)))
+    env = {"PATH": os.defpath, "LOCAL_RANK": "0", "GOMP_CPU_AFFINITY": format_cpulist(allowed)}
+    result = subprocess.run([sys.executable, str(launcher), "--", sys.executable, "-c", GOMP_PROBE],
+                            capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "GOMP_CPU_AFFINITY removed from the environment" in result.stderr
+    child, seen = (json.loads(line) for line in result.stdout.splitlines())
+    assert seen["after_load"] == allowed and child["child"] == allowed
+    # and the same probe with the variable kept shows what it does: the main thread on one CPU
+    result = subprocess.run([sys.executable, str(launcher), "--keep-env", "GOMP_CPU_AFFINITY", "--", sys.executable,
+                             "-c", GOMP_PROBE], capture_output=True, text=True, timeout=120, env=env, check=False)
+    child, seen = (json.loads(line) for line in result.stdout.splitlines())
+    assert seen["after_load"] == allowed[:1] and child["child"] == allowed[:1]
 
 
 def test_cpus_this_process_may_not_use_give_a_clear_error(tuned: Path) -> None:
@@ -302,12 +377,13 @@ def test_no_gpu_no_launcher(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ slow: full size
 @pytest.mark.slow
 def test_the_full_lab_mi300x_ranks_are_the_documented_ones(tmp_path: Path) -> None:
-    """docs/layout.md: ranks 0-3 get 8-29, 30-51, 52-73, 74-95; ranks 4-7 104-125 ... 170-191."""
+    """docs/layout.md: ranks 0-3 get 1-23, 24-46, 48-70, 72-94; ranks 4-7 97-119 ... 168-190 (NIC vectors spread
+    over the node, each rank in whole 8-core L3 domains where the counts allow, issue 14)."""
     simnode.build(mi300x_spec(None), str(tmp_path / "mi300x"))
     state = node.load(str(tmp_path / "mi300x"), AREAS)
     table = json.loads(next(s for s in state.settings if s.id == "rocm.ranks").value)
-    assert [e["cpulist"] for e in table["ranks"]] == ["8-29", "30-51", "52-73", "74-95",
-                                                      "104-125", "126-147", "148-169", "170-191"]
+    assert [e["cpulist"] for e in table["ranks"]] == ["1-23", "24-46", "48-70", "72-94",
+                                                      "97-119", "120-142", "144-166", "168-190"]
     assert [e["numa_node"] for e in table["ranks"]] == [0, 0, 0, 0, 1, 1, 1, 1]
 
 

@@ -197,6 +197,13 @@ VALID = [
     ("TORCH_NCCL_ASYNC_ERROR_HANDLING", 1), ("TORCH_NCCL_ASYNC_ERROR_HANDLING", 3), ("TORCH_NCCL_BLOCKING_WAIT", 0),
     ("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", 600), ("TORCH_NCCL_DUMP_ON_TIMEOUT", 1),
     ("TORCH_NCCL_TRACE_BUFFER_SIZE", 2000),
+    # issue 14.7: real variables that used to be refused as unknown (AMD's MI300X guide, RCCL/NCCL docs)
+    ("GPU_MAX_HW_QUEUES", 2), ("TORCH_NCCL_HIGH_PRIORITY", 1), ("NCCL_IB_QPS_PER_CONNECTION", 4),
+    ("NCCL_NCHANNELS_PER_NET_PEER", 2), ("NCCL_IB_PCI_RELAXED_ORDERING", 1), ("NCCL_IB_SPLIT_DATA_ON_QPS", 0),
+    ("NCCL_IB_ADAPTIVE_ROUTING", 1), ("NCCL_P2P_LEVEL", "SYS"), ("NCCL_NET_GDR_READ", 1),
+    ("NCCL_SOCKET_FAMILY", "AF_INET6"), ("HSA_XNACK", 1), ("PYTORCH_TUNABLEOP_ENABLED", 1),
+    ("PYTORCH_HIP_ALLOC_CONF", "expandable_segments:True,max_split_size_mb:512"),
+    ("TORCH_BLAS_PREFER_HIPBLASLT", 0), ("AMD_LOG_LEVEL", 3),
 ]
 
 
@@ -244,7 +251,20 @@ INVALID = [
     ({"NCCL_SOCKET_IFNAME": "ib0;reboot"}, ["'ib0;reboot' is not valid", "interface or HCA names"]),
     ({"TORCH_NCCL_ASYNC_ERROR_HANDLING": 4}, ["0|1|2|3"]),
     ({"NCCL_DEBUG": None}, ["single value"]),
+    ({"GPU_MAX_HW_QUEUES": 0}, ["out of range"]),
+    ({"NCCL_IB_QPS_PER_CONNECTION": 129}, ["1 to 128"]),
+    ({"NCCL_IB_PCI_RELAXED_ORDERING": 3}, ["0|1|2"]),
+    ({"TORCH_NCCL_HIGH_PRIORITY": "yes"}, ["expected 0 or 1"]),
+    ({"NCCL_P2P_LEVEL": "NVL"}, ["XGMI"]),
+    ({"PYTORCH_HIP_ALLOC_CONF": "expandable:True"}, ["expandable_segments", "'expandable:True' is not one"]),
 ]
+
+
+def test_the_audited_variables_name_their_source() -> None:
+    """Issue 14.7: each variable the audit added says where it is documented or read."""
+    for name in ("GPU_MAX_HW_QUEUES", "TORCH_NCCL_HIGH_PRIORITY", "NCCL_IB_QPS_PER_CONNECTION",
+                 "NCCL_NCHANNELS_PER_NET_PEER", "NCCL_IB_PCI_RELAXED_ORDERING"):
+        assert rocm_catalog.VARIABLES[name].source, name
 
 
 @pytest.mark.parametrize(("env", "expected"), INVALID, ids=[str(e) for e, _ in INVALID])

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.real_fixtures
 ALL_CAPTURES = sorted(realdata.CAPTURES) + ["rocm-kfd", "pcp-interrupts", "prometheus"]
 TOP_KEYS = {"schema", "root", "cpus", "cpu_lists", "smt", "numa_nodes", "pci_devices", "gpus", "nics", "ib_devices",
             "block_devices", "irqs", "cpufreq", "cpuidle", "kernel", "iommu", "pcie_aspm", "irqbalance", "sysctl",
-            "absent", "warnings"}
+            "absent", "warnings", "l3_domains"}
 _cache: dict[str, dict] = {}
 
 
@@ -77,8 +77,11 @@ class Hwloc:
         self.numa: dict[int, set[int]] = {}
         self.pci_locality: dict[str, set[int]] = {}
         self.machine: set[int] = set()
+        self.l3: set[frozenset[int]] = set()  # cpusets of the level-3 caches (hwloc 2: L3Cache; 1.x: Cache depth 3)
         for obj in tree.iter("object"):
             kind = obj.get("type")
+            if kind == "L3Cache" or (kind == "Cache" and obj.get("depth") == "3"):
+                self.l3.add(frozenset(hwloc_cpuset(obj.get("cpuset", ""))))
             if kind == "Machine":
                 self.machine = hwloc_cpuset(obj.get("cpuset", ""))
             elif kind == "PU":
@@ -102,10 +105,12 @@ def lstopo_xml(root: Path) -> str:
 
 
 def check_against_hwloc(t: dict, hw: Hwloc) -> int:
-    """CPU count, NUMA cpusets and PCI locality agree with hwloc; returns how many PCI devices were compared."""
+    """CPU count, NUMA cpusets, L3 domains and PCI locality agree with hwloc; returns how many PCI devices were
+    compared."""
     online = {c["id"] for c in t["cpus"] if c["online"]}
     assert hw.pus, "hwloc saw no PUs: the oracle is empty"
     assert online == hw.pus
+    assert {frozenset(d) for d in t["l3_domains"]} == hw.l3, "L3 domains (cache/index3/shared_cpu_list)"
     ours = {n["id"]: set(n["cpus"]) for n in t["numa_nodes"]}
     assert set(ours) == set(hw.numa)
     for node_id, cpus in ours.items():
@@ -191,6 +196,17 @@ def test_capture_agrees_with_lstopo(name: str) -> None:
     root = root_of(name)
     hw = Hwloc(lstopo_xml(root))
     check_against_hwloc(topo(name), hw)
+
+
+def test_l3_domains_are_really_compared_on_captures_that_carry_caches() -> None:
+    """Issue 14.3: the captures with cpuN/cache/ give non-empty L3 domains, equal to hwloc's L3 caches."""
+    compared = []
+    for name in LSTOPO_CAPTURES:
+        hw = Hwloc(lstopo_xml(root_of(name)))
+        if hw.l3:
+            assert {frozenset(d) for d in topo(name)["l3_domains"]} == hw.l3, name
+            compared.append(name)
+    assert len(compared) >= 2, compared
 
 
 def test_lstopo_pci_locality_is_really_compared_on_the_e5_capture() -> None:

@@ -7,6 +7,12 @@ IPoIB in datagram mode carries at most the IB link MTU minus the 4-byte IPoIB he
 2044 with 2K. The article's ``ifconfig ib0 mtu 4096`` fails with EINVAL, so 4096 is refused with the reason.
 Connected mode allows up to 65520 but ConnectX-4 and later run Enhanced IPoIB, which is datagram only.
 ``net.core.rmem_max``/``wmem_max`` only cap SO_RCVBUF/SO_SNDBUF; TCP autotuning is bounded by tcp_rmem/tcp_wmem.
+
+In datagram mode the kernel also caps the MTU by the partition's broadcast group, which the subnet manager sets
+(drivers/infiniband/ulp/ipoib/ipoib_main.c, ``ipoib_change_mtu``: ``dev->mtu = min(priv->mcast_mtu,
+priv->admin_mtu)``) and returns success. sysfs does not show that cap, so the engine reads the MTU back after the
+write and journals what the kernel made of it; the next plan asks for that effective value (and says why) for as
+long as the interface stays at it, instead of rewriting the MTU and drifting on every run.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+from ansible_collections.nodetune.instinct.plugins.module_utils import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Context,
     describe,
@@ -91,10 +98,48 @@ def _mtu(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
                       "set nodetune_ipoib_mtu_change_allowed: true to allow it" % (describe(wanted), nic["name"],
                                                                                    nic.get("mtu"), value))
             continue
+        reason = "IPoIB %s mode: MTU %d (limit %d)" % (mode, value, limit)
+        requested = value
+        effective = kernel_capped_mtu(ctx, nic, value)
+        if effective is not None:
+            ctx.warn(cap_message(nic["name"], value, effective))
+            reason += "; the kernel caps it at %d (the partition's broadcast group), verified at that" % effective
+            value = effective
+        # key: the value the boot restore writes - the requested one, so that the kernel's admin MTU stays there
+        # and the interface rises by itself once the subnet manager's group allows it
         settings.append(Setting("ib.mtu", nic["name"], "sys/class/net/%s/mtu" % nic["name"], value, compare=INT,
-                                area=AREA, persist="boot_restore", disruptive=True,
-                                reason="IPoIB %s mode: MTU %d (limit %d)" % (mode, value, limit)))
+                                area=AREA, persist="boot_restore", disruptive=True, reason=reason,
+                                key=str(requested)))
     return settings
+
+
+def kernel_capped_mtu(ctx: Context, nic: Dict[str, Any], requested: int) -> Optional[int]:
+    """The MTU the kernel left after nodetune's last write of ``requested`` on this interface, when it capped it
+    and the interface is still at that value; else None (ask for ``requested``)."""
+    record = engine.effective_record(ctx.root, "ib.mtu[%s]" % nic["name"])
+    if not record or str(record.get("requested")) != str(requested):
+        return None
+    try:
+        effective = int(str(record.get("effective")))
+    except ValueError:
+        return None
+    if effective < requested and nic.get("mtu") == effective:
+        return effective
+    return None
+
+
+def cap_message(name: str, requested: Any, effective: Any) -> str:
+    """The cap, its cause and its remedy, for an IPoIB MTU the kernel accepted but lowered."""
+    try:
+        group = "%d-byte" % (int(str(effective)) + IPOIB_HEADER)
+    except ValueError:
+        group = "smaller"
+    return ("%s: the kernel set the IPoIB MTU to %s, not the requested %s: in datagram mode it uses the smaller of "
+            "the requested MTU and the partition's broadcast-group MTU minus 4, and this partition's broadcast group "
+            "has a %s MTU. Remedy: raise the partition's MTU in the subnet manager (OpenSM partitions.conf, e.g. "
+            "'Default=0x7fff, ipoib, mtu=5 : ALL=full;' where mtu=5 is 4096; UFM: the partition's MTU setting); the "
+            "kernel raises the interface MTU itself when it rejoins the group. Until then nodetune verifies %s "
+            "against %s." % (name, effective, requested, group, name, effective))
 
 
 def _sysctls(ctx: Context, config: Dict[str, Any]) -> List[Setting]:

@@ -112,7 +112,10 @@ def _state_entry(setting: Setting) -> Dict[str, Any]:
     if setting.id == "irq.nic_local" and setting.key:
         return {"id": setting.id, "target": setting.key, "irq_name": setting.key, "path": None,
                 "value": setting.value, "order": setting.order}
-    return {"id": setting.id, "target": setting.target, "path": setting.path, "value": setting.value,
+    # an IPoIB MTU the kernel caps is restored at the requested value (its key): the kernel keeps that as its admin
+    # MTU and applies the cap itself, so the interface rises once the subnet manager's broadcast group allows it
+    value = setting.key if setting.id == "ib.mtu" and setting.key else setting.value
+    return {"id": setting.id, "target": setting.target, "path": setting.path, "value": value,
             "order": setting.order}
 
 
@@ -160,9 +163,13 @@ def _udev_rules(settings: List[Setting]) -> str:
     def assignments(attrs: Dict[str, str]) -> str:
         return ", ".join('ATTR{%s}="%s"' % (a, attrs[a])
                          for a in ("queue/scheduler", "queue/nr_requests") if a in attrs)
+    # Whole namespaces only: udev's '*' also matches the 'p1' of a partition (nvme0n1p1), which has no queue/
+    # folder, so every partition would log a failed ATTR write. DEVTYPE is 'disk' for a namespace, 'partition'
+    # for its partitions (the kernel's block uevent).
     distinct = set(tuple(sorted(v.items())) for v in by_device.values())
     if len(distinct) == 1:
         attrs = next(iter(by_device.values()))
-        return 'ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="nvme[0-9]*n[0-9]*", %s\n' % assignments(attrs)
-    return "".join('ACTION=="add|change", SUBSYSTEM=="block", KERNEL=="%s", %s\n' % (dev, assignments(attrs))
-                   for dev, attrs in sorted(by_device.items()))
+        return ('ACTION=="add|change", SUBSYSTEM=="block", ENV{DEVTYPE}=="disk", KERNEL=="nvme[0-9]*n[0-9]*", %s\n'
+                % assignments(attrs))
+    return "".join('ACTION=="add|change", SUBSYSTEM=="block", ENV{DEVTYPE}=="disk", KERNEL=="%s", %s\n'
+                   % (dev, assignments(attrs)) for dev, attrs in sorted(by_device.items()))

@@ -48,7 +48,7 @@ PATH_VARIABLES = (
     ("nodetune_rocm_bind_file", "usr/local/bin/nodetune-bind"),
 )
 LAYOUT_NAMES = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")  # what the Layout's nccl_env (and each rank's env) offers
-RANK_CPU_NAMES = ("GOMP_CPU_AFFINITY", "OMP_NUM_THREADS")
+RANK_CPU_NAMES = ("OMP_NUM_THREADS",)  # no GOMP_CPU_AFFINITY: it pins a rank to one CPU (docs/rocm.md)
 # Without this ROCr starts its helper threads on every CPU, whatever the rank's affinity (ROCr's default is 1).
 RANK_EXTRA_ENV = {"HSA_OVERRIDE_CPU_AFFINITY_DEBUG": "0"}
 WRONG_NAMES = catalog.WRONG_NAMES
@@ -181,14 +181,13 @@ def origin_line(profile: str, node: Dict[str, str], user: Dict[str, str]) -> str
 def rank_entries(ctx: Context, names: List[str], user: Dict[str, str]) -> List[Dict[str, Any]]:
     """The rank table from the Layout: CPUs, NUMA node and environment of each local rank.
 
-    A variable the user set node-wide in nodetune_rocm_env is left out of the ranks (theirs applies), except
-    GOMP_CPU_AFFINITY, which is per rank by nature."""
+    A variable the user set node-wide in nodetune_rocm_env is left out of the ranks (theirs applies)."""
     entries = []
     for rank in ctx.layout.get("ranks") or []:
         env = {}
         for key, value in (rank.get("env") or {}).items():
             wanted = key in RANK_CPU_NAMES or key in names
-            if wanted and (key == "GOMP_CPU_AFFINITY" or key not in user):
+            if wanted and key not in user:
                 env[key] = str(value)
         for key, value in RANK_EXTRA_ENV.items():
             if key not in user:

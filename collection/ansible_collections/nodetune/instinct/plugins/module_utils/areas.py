@@ -536,9 +536,16 @@ ROLES['sysctl'] = {
             'systemd-sysctl applies at boot.'
         ),
         (
-            'C(vm.dirty_ratio) and C(vm.dirty_bytes) are two views of one limit (writing one zeroes the '
-            'other), likewise the background pair: nodetune sets and verifies the ratio form and says so '
-            'when a node uses the bytes form. The background ratio must stay below the ratio.'
+            'C(vm.dirty_ratio) and C(vm.dirty_bytes) are two views of one limit (the kernel zeroes one when '
+            'the other is written), likewise the background pair. Each pair takes one form: the one given is '
+            'written and verified, the other is neither, and giving both (or either key through '
+            'C(nodetune_sysctl_extra)) is refused. To use the bytes form, set the ratio variable to C(null). '
+            'The background limit must stay below the limit.'
+        ),
+        (
+            "The ratio defaults 20/10 are the kernel's own defaults. On large-memory nodes (1-2 TiB) they "
+            'allow hundreds of GiB of dirty page cache before writeback starts; docs/tuning.md ("Writeback '
+            'limits") gives a bytes-based setting for such nodes and where it comes from.'
         ),
     ],
     'variables': {
@@ -555,7 +562,8 @@ ROLES['sysctl'] = {
             'description': [
                 (
                     'C(vm.dirty_ratio), percent of memory (1-100) that may be dirty before writers are '
-                    "throttled (the articles' 20, for checkpoint bursts). C(null) leaves it alone."
+                    "throttled (20 is the kernel's own default). Exclusive with C(nodetune_vm_dirty_bytes). "
+                    'C(null) leaves it alone.'
                 ),
             ],
         },
@@ -564,8 +572,32 @@ ROLES['sysctl'] = {
             'default': 10,
             'description': [
                 (
-                    "C(vm.dirty_background_ratio) (0-100), where background writeback starts (the articles' "
-                    '10); must be below C(nodetune_vm_dirty_ratio). C(null) leaves it alone.'
+                    'C(vm.dirty_background_ratio) (0-100), where background writeback starts (10 is the '
+                    "kernel's own default); must be below C(nodetune_vm_dirty_ratio). C(null) leaves it alone."
+                ),
+            ],
+        },
+        'nodetune_vm_dirty_bytes': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                (
+                    "C(vm.dirty_bytes), dirty memory in bytes (at least 8192, the kernel's two-page minimum) at "
+                    'which writers are throttled. Exclusive with C(nodetune_vm_dirty_ratio), which must then be '
+                    'C(null). For a 1-2 TiB training node, e.g. C(34359738368) (32 GiB), see docs/tuning.md. '
+                    'C(null) (the default) uses the ratio.'
+                ),
+            ],
+        },
+        'nodetune_vm_dirty_background_bytes': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                (
+                    'C(vm.dirty_background_bytes), dirty memory in bytes at which background writeback starts; '
+                    'below C(nodetune_vm_dirty_bytes). Exclusive with C(nodetune_vm_dirty_background_ratio), '
+                    'which must then be C(null). E.g. C(4294967296) (4 GiB) on a 1-2 TiB node. C(null) (the '
+                    'default) uses the ratio.'
                 ),
             ],
         },
@@ -628,7 +660,7 @@ ROLES['rocm_env'] = {
             'Where the Layout has GPU ranks, the rank table (C(/etc/nodetune/ranks.json)) and the launcher '
             'C(nodetune-bind) are written: C(nodetune-bind -- python train.py) reads LOCAL_RANK (or '
             "SLURM_LOCALID) and runs the command on its GPU's CPUs and NUMA memory node, with its "
-            'GOMP_CPU_AFFINITY, OMP_NUM_THREADS and nearest NICs.'
+            'OMP_NUM_THREADS and nearest NICs.'
         ),
     ],
     'variables': {
@@ -1153,24 +1185,44 @@ ROLES['verify'] = {
                 ),
             ],
         },
+        'nodetune_health_gpu_temp_margin_c': {
+            'type': 'float',
+            'default': 5,
+            'description': [
+                (
+                    'Each GPU temperature sensor (edge, junction, memory) is compared with its own hwmon limit, '
+                    'C(tempN_crit) (else C(tempN_emergency)), minus this margin in degrees Celsius; at or above '
+                    'it is drift (C(health.gpu_temp)). 0 to below 100.'
+                ),
+            ],
+        },
+        'nodetune_health_gpu_power_margin_pct': {
+            'type': 'float',
+            'default': 5,
+            'description': [
+                (
+                    "A GPU's power (C(power1_average), else C(power1_input)) above its own C(power1_cap) plus "
+                    'this percentage is drift (C(health.gpu_power)). 0 to below 100.'
+                ),
+            ],
+        },
         'nodetune_health_gpu_temp_max_c': {
             'type': 'float',
             'default': 85,
             'description': [
                 (
-                    'The hottest hwmon temperature of a GPU (edge, junction or memory) above this is drift '
-                    "(C(health.gpu_temp)). The articles' alert threshold."
+                    'Fallback only, for a temperature sensor that exposes no C(tempN_crit)/C(tempN_emergency) '
+                    'limit: at or above this (degrees Celsius) is drift.'
                 ),
             ],
         },
         'nodetune_health_gpu_power_max_w': {
             'type': 'float',
-            'default': 300,
+            'default': 750,
             'description': [
                 (
-                    "A GPU's power (C(power1_average), else C(power1_input)) above this is drift "
-                    "(C(health.gpu_power)). The articles' alert; MI300X boards are rated up to 750 W, so "
-                    'raise it there.'
+                    'Fallback only, for a GPU that exposes no C(power1_cap): a power above this (watts) is '
+                    'drift. 750 W is the largest Instinct OAM board power (MI300X).'
                 ),
             ],
         },
@@ -1246,11 +1298,6 @@ ROLES["nvme"]["hints"] = {
         "'echo 32 > .../nr_queues' writes nowhere). NVMe hardware queues are fixed when the driver probes the device "
         "(one /sys/block/<dev>/mq/<n>/ per queue); shape them with nodetune_nvme_module_options (write_queues, "
         "poll_queues, io_queue_depth), which take effect at the next reboot"),
-}
-ROLES["sysctl"]["hints"] = {
-    "nodetune_vm_dirty_bytes": (
-        "nodetune_vm_dirty_bytes is not supported: vm.dirty_bytes and vm.dirty_ratio are exclusive (writing one zeroes "
-        "the other); set nodetune_vm_dirty_ratio"),
 }
 
 # Opt-in to tune the controller itself (the local connection, or localhost, with root /): see controller_target().

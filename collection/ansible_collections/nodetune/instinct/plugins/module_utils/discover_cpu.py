@@ -246,6 +246,34 @@ def read_cpus(root: Root, cpu_lists: Dict[str, Optional[List[int]]], numa_nodes:
     return cpus
 
 
+def read_l3_domains(root: Root, cpus: List[Dict[str, Any]], warnings: List[str]) -> List[List[int]]:
+    """The CPU sets that share a level-3 cache (``cpuN/cache/index3/shared_cpu_list``: an EPYC CCX/CCD).
+
+    One read per domain, not per CPU: a CPU already listed in a domain read before is skipped. Offline CPUs
+    have no cache directory (the kernel drops them from the masks), so only online CPUs are read. Returns []
+    where the kernel shows no L3 (``index3`` absent, or not level 3).
+    """
+    domains: List[List[int]] = []
+    seen = set()  # type: set
+    for cpu in cpus:
+        if not cpu.get("online") or cpu["id"] in seen:
+            continue
+        rel = "%s/cpu%d/cache/index3" % (CPU_DIR, cpu["id"])
+        texts = root.read_attrs(rel, ("level", "shared_cpu_list", "shared_cpu_map"))
+        if texts["level"] != "3":
+            continue
+        shared = cpulist_or_none(texts["shared_cpu_list"], rel + "/shared_cpu_list", warnings)
+        if shared is None and texts["shared_cpu_list"] is None:
+            shared = cpumask_or_none(texts["shared_cpu_map"], rel + "/shared_cpu_map", warnings)
+        if not shared:
+            continue
+        if cpu["id"] not in shared:
+            shared = sorted(set(shared) | {cpu["id"]})
+        seen.update(shared)
+        domains.append(sorted(shared))
+    return sorted(domains)
+
+
 def read_smt(root: Root, cpus: List[Dict[str, Any]], warnings: List[str]) -> Dict[str, Any]:
     texts = root.read_attrs(CPU_DIR + "/smt", ("control", "active"))
     control = texts["control"]

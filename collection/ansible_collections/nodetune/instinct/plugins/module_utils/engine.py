@@ -444,12 +444,14 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
                                     "" if not problems else "; could NOT restore: " + "; ".join(problems)),
                                  action.setting, rolled, problems) from exc
             done.append(action)
+        checked = unconfirmed(root, [a.setting for a in done], services)
+        _remember_effective(journal, done, checked)
         journal["runs"] = (journal.get("runs", []) + [{
             "time": _now(), "changed": [a.setting.uid for a in done]}])[-MAX_RUNS_KEPT:]
         save_journal(root, journal)
     result["actions"] = [a.to_dict() for a in done]
     result["diff"] = diff_text(done)
-    result["unconfirmed"] = unconfirmed(root, [a.setting for a in done], services)
+    result["unconfirmed"] = checked
     return result
 
 
@@ -458,6 +460,25 @@ def _replanned(result: Dict[str, Any], actions: List[Action]) -> Dict[str, Any]:
     result.update(changed=bool(actions), actions=[a.to_dict() for a in actions], diff=diff_text(actions),
                   reboot_required=any(a.setting.reboot_required for a in actions))
     return result
+
+
+def _remember_effective(journal: Dict[str, Any], done: List[Action], checked: List[Dict[str, Any]]) -> None:
+    """Keep what the kernel made of each write it accepted but capped (e.g. the IPoIB MTU under a 2K broadcast
+    group), so that the next plan can ask for the effective value instead of rewriting it on every run."""
+    effective = journal.setdefault("effective", {})
+    for action in done:
+        effective.pop(action.setting.uid, None)
+    for item in checked:
+        uid = "%s[%s]" % (item["id"], item["target"])
+        effective[uid] = {"requested": item["expected"], "effective": item["actual"]}
+    if not effective:
+        journal.pop("effective", None)
+
+
+def effective_record(root: Root, uid: str) -> Optional[Dict[str, Any]]:
+    """What the kernel made of nodetune's last accepted-but-capped write of ``uid`` (None if it took the value)."""
+    record = load_journal(root).get("effective", {}).get(uid)
+    return record if isinstance(record, dict) else None
 
 
 def _rollback(root: Root, done: List[Action], before_run: Dict[str, Dict[str, Any]],
@@ -572,4 +593,4 @@ def _is_restored(root: Root, key: str, snap: Dict[str, Any], services: Any) -> b
 
 
 __all__ = ["Action", "ApplyError", "JournalError", "LockedError", "NodeLock", "apply", "plan_actions", "revert",
-           "diff_text", "load_journal", "journal_problems", "unconfirmed", "normalize"]
+           "diff_text", "load_journal", "journal_problems", "unconfirmed", "normalize", "effective_record"]

@@ -5,8 +5,15 @@
 
 Not settings nodetune owns, but the things an operator wants to see in the same report: a hot or power-hungry GPU,
 an InfiniBand port that is down or trained at a lower rate, an NVMe drive whose link came up narrower or slower than
-it can run. The thresholds default to the source articles' alerts (GPU above 85 C or 300 W); MI300X boards are rated
-up to 750 W, so raise ``nodetune_health_gpu_power_max_w`` on them.
+it can run.
+
+GPU thresholds come from each device's own hwmon limits (amdgpu, Documentation/gpu/amdgpu/thermal.rst):
+``tempN_crit`` (the sensor's critical maximum, where the firmware throttles hard) else ``tempN_emergency`` (where
+the ASIC shuts down), per sensor (edge, junction and memory have different limits: comparing the hottest one with
+one number misreads a normal junction temperature), minus ``nodetune_health_gpu_temp_margin_c`` (5 C);
+``power1_cap`` (the board's enforced power cap: 500 W on MI250, 750 W on MI300X) plus
+``nodetune_health_gpu_power_margin_pct`` (5 %). The fixed ``nodetune_health_gpu_temp_max_c`` /
+``nodetune_health_gpu_power_max_w`` apply only where a device exposes no such limit.
 
 Units (Documentation/hwmon/sysfs-interface.rst): ``temp*_input`` in millidegrees Celsius, ``power1_average`` and
 ``power1_input`` in microwatts. The GPU's hwmon directory comes from the Topology (``gpus[].hwmon``).
@@ -41,8 +48,10 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.setting import S
 SOURCE = "health"
 AREA = "health"
 CHECKS = ("gpu_temp", "gpu_power", "ib_port", "pcie_link") + stability.CHECKS
-DEFAULT_TEMP_MAX_C = 85.0
-DEFAULT_POWER_MAX_W = 300.0
+DEFAULT_TEMP_MAX_C = 85.0  # fallback only: a sensor without tempN_crit/tempN_emergency
+DEFAULT_POWER_MAX_W = 750.0  # fallback only: a GPU without power1_cap (the largest Instinct OAM board power)
+DEFAULT_TEMP_MARGIN_C = 5.0
+DEFAULT_POWER_MARGIN_PCT = 5.0
 # nodetune_inventory_* ride in the same mapping (inventory.py checks them)
 VARIABLES = tuple(name for name in areas.ROLES["verify"]["variables"]
                   if name.startswith(("nodetune_health_", "nodetune_inventory_")) and name != "nodetune_health_enabled")
@@ -73,6 +82,20 @@ def _number(ctx: Any, config: Dict[str, Any], name: str, default: Optional[float
     return number
 
 
+def _margin(ctx: Any, config: Dict[str, Any], name: str, default: float, what: str) -> float:
+    value = config.get(name)
+    if value is None:
+        return default
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        number = -1.0
+    if isinstance(value, bool) or number < 0 or number >= 100:
+        ctx.error("%s=%s is not valid: expected %s from 0 to below 100" % (name, describe(value), what))
+        return default
+    return number
+
+
 def validate_config(config: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """The health thresholds, checked and with defaults; raises HealthConfigError listing every problem."""
     if config is None:
@@ -87,7 +110,15 @@ def validate_config(config: Optional[Dict[str, Any]]) -> Dict[str, Any]:
         "temp_max_c": _number(ctx, config, "nodetune_health_gpu_temp_max_c", DEFAULT_TEMP_MAX_C, "degrees Celsius"),
         "power_max_w": _number(ctx, config, "nodetune_health_gpu_power_max_w", DEFAULT_POWER_MAX_W, "watts"),
         "ib_rate_min_gbps": _number(ctx, config, "nodetune_health_ib_rate_min_gbps", None, "Gb/s (or null)"),
+        "temp_margin_c": _margin(ctx, config, "nodetune_health_gpu_temp_margin_c", DEFAULT_TEMP_MARGIN_C,
+                                 "degrees Celsius"),
+        "power_margin_pct": _margin(ctx, config, "nodetune_health_gpu_power_margin_pct", DEFAULT_POWER_MARGIN_PCT,
+                                    "a percentage"),
     }
+    if out["temp_max_c"] is None:
+        out["temp_max_c"] = DEFAULT_TEMP_MAX_C
+    if out["power_max_w"] is None:
+        out["power_max_w"] = DEFAULT_POWER_MAX_W
     stability.validate(ctx, config, out)
     if config.get("nodetune_health_checks") is None:
         out["checks"] = list(CHECKS)
@@ -121,19 +152,36 @@ def _read_number(root: Root, rel: str) -> Optional[int]:
         return None
 
 
+def _millidegrees(root: Root, rel: str) -> Optional[float]:
+    value = _read_number(root, rel)
+    return None if value is None else value / 1000.0
+
+
 def gpu_temperatures(root: Root, hwmon: str) -> List[Tuple[str, float]]:
     """(label, degrees C) of every ``tempN_input`` of one hwmon dir (amdgpu: edge, junction, mem)."""
+    return [(label, value) for label, value, _limit, _source in gpu_sensors(root, hwmon)]
+
+
+def gpu_sensors(root: Root, hwmon: str) -> List[Tuple[str, float, Optional[float], str]]:
+    """(label, degrees C, the sensor's own limit in C or None, the limit's file) of every ``tempN_input``:
+    ``tempN_crit``, else ``tempN_emergency``."""
     out = []
-    names = root.listdir(hwmon)
-    for name in names:
+    for name in root.listdir(hwmon):
         if not (name.startswith("temp") and name.endswith("_input")):
             continue
-        millideg = _read_number(root, "%s/%s" % (hwmon, name))
-        if millideg is None:
+        value = _millidegrees(root, "%s/%s" % (hwmon, name))
+        if value is None:
             continue
         index = name[len("temp"):-len("_input")]
         label = root.read("%s/temp%s_label" % (hwmon, index)) or "temp%s" % index
-        out.append((label, millideg / 1000.0))
+        limit, source = None, ""
+        for kind in ("crit", "emergency"):
+            limit = _millidegrees(root, "%s/temp%s_%s" % (hwmon, index, kind))
+            if limit is not None and limit > 0:
+                source = "temp%s_%s" % (index, kind)
+                break
+            limit = None
+        out.append((label, value, limit, source))
     return out
 
 
@@ -146,26 +194,41 @@ def gpu_power(root: Root, hwmon: str) -> Optional[Tuple[str, float]]:
     return None
 
 
+def gpu_power_cap(root: Root, hwmon: str) -> Optional[float]:
+    """The board's enforced power cap in watts (``power1_cap``, microwatts), None where absent or 0."""
+    microwatts = _read_number(root, "%s/power1_cap" % hwmon)
+    return microwatts / 1e6 if microwatts else None
+
+
 def check_gpu_temp(root: Root, topology: Dict[str, Any], cfg: Dict[str, Any]) -> List[Finding]:
     gpus = topology.get("gpus") or []
     if not gpus:
         return [_na("gpu_temp", "no GPU on this node")]
-    limit = cfg["temp_max_c"]
+    margin = cfg["temp_margin_c"]
     findings = []
     for gpu in gpus:
         hwmon = gpu.get("hwmon")
-        temps = gpu_temperatures(root, hwmon) if hwmon else []
-        if not temps:
+        sensors = gpu_sensors(root, hwmon) if hwmon else []
+        if not sensors:
             findings.append(_unsupported(
                 "gpu_temp", gpu["bdf"], "no hwmon temperature for this GPU (driver not loaded, or a virtual function)"))
             continue
-        label, hottest = max(temps, key=lambda item: item[1])
-        good = hottest <= limit
+        rows = []
+        for label, value, limit, source in sensors:
+            if limit is not None:
+                rows.append((limit - margin - value, label, value, limit - margin,
+                             "%s %g C - %g" % (source, limit, margin)))
+            else:
+                rows.append((cfg["temp_max_c"] - value, label, value, cfg["temp_max_c"],
+                             "fixed %g C: no limit file" % cfg["temp_max_c"]))
+        headroom, label, value, threshold, why = min(rows)
+        good = headroom > 0
         findings.append(Finding(
-            "health.gpu_temp", gpu["bdf"], "<= %g C" % limit, "%.1f C (%s)" % (hottest, label),
-            OK if good else DRIFT, severity="high", source=SOURCE,
-            remedy="" if good else "the GPU runs above %g C: check airflow, fan policy and inlet temperature; "
-                                   "sustained heat throttles clocks" % limit))
+            "health.gpu_temp", gpu["bdf"], "< %g C (%s, %s)" % (threshold, label, why),
+            "%.1f C (%s)" % (value, label), OK if good else DRIFT, severity="high", source=SOURCE,
+            remedy="" if good else "the GPU's %s sensor is within %g C of its own critical limit (or above the "
+                                   "fixed threshold where it has none): the firmware throttles clocks there; check "
+                                   "airflow, fan policy and inlet temperature" % (label, margin)))
     return findings
 
 
@@ -173,7 +236,7 @@ def check_gpu_power(root: Root, topology: Dict[str, Any], cfg: Dict[str, Any]) -
     gpus = topology.get("gpus") or []
     if not gpus:
         return [_na("gpu_power", "no GPU on this node")]
-    limit = cfg["power_max_w"]
+    margin = cfg["power_margin_pct"]
     findings = []
     for gpu in gpus:
         hwmon = gpu.get("hwmon")
@@ -184,14 +247,20 @@ def check_gpu_power(root: Root, topology: Dict[str, Any], cfg: Dict[str, Any]) -
                 "no hwmon power1_average/power1_input for this GPU (on MI250 only one GCD of each OAM reports it)"))
             continue
         source, watts = reading
+        cap = gpu_power_cap(root, hwmon)
+        if cap is not None:
+            limit = cap * (1 + margin / 100.0)
+            expected = "<= %g W (power1_cap %g W + %g%%)" % (round(limit, 1), cap, margin)
+            why = ("the GPU draws more than its own power cap allows (power1_cap %g W): the firmware should hold it "
+                   "there, so check the cap and the power readings (a stale or wrong cap, a firmware problem)" % cap)
+        else:
+            limit = cfg["power_max_w"]
+            expected = "<= %g W (fixed: no power1_cap)" % limit
+            why = "the GPU draws more than the fixed %g W (it exposes no power1_cap to compare with)" % limit
         good = watts <= limit
         findings.append(Finding(
-            "health.gpu_power", gpu["bdf"], "<= %g W" % limit, "%.1f W (%s)" % (watts, source),
-            OK if good else DRIFT, severity="medium", source=SOURCE,
-            remedy="" if good else "the GPU draws more than %g W (the articles' alert): normal under full load for "
-                                   "boards rated higher (MI300X: up to 750 W), so raise "
-                                   "nodetune_health_gpu_power_max_w there; otherwise check the power cap "
-                                   "(power1_cap) and the workload" % limit))
+            "health.gpu_power", gpu["bdf"], expected, "%.1f W (%s)" % (watts, source),
+            OK if good else DRIFT, severity="medium", source=SOURCE, remedy="" if good else why))
     return findings
 
 

@@ -60,7 +60,9 @@ class Policy(NamedTuple):
     housekeeping: Union[int, List[int]] = 1
     smt: str = "keep"
     irq_placement: str = "local_cores"
-    irq_cores: Union[str, int] = "auto"
+    # 0: NIC completion vectors spread over every non-housekeeping core of their node, rank cores included, as
+    # mlnx-tools' set_irq_affinity_bynode.sh does; "auto"/N keep them off rank cores on reserved cores instead.
+    irq_cores: Union[str, int] = 0
     irqbalance: str = "disable"
     ranks: str = "per_partition"
     cores_per_rank: Optional[int] = None
@@ -163,7 +165,7 @@ def validate_policy(policy: Optional[Dict[str, Any]] = None) -> Policy:
     values.update({k: v for k, v in policy.items() if v is not None or k in ("cores_per_rank", "omp_threads")})
     irq_cores = values["irq_cores"]
     if irq_cores != "auto":
-        irq_cores = _count("irq_cores", irq_cores, 0, extra="or 'auto' (one core per NIC on the node)")
+        irq_cores = _count("irq_cores", irq_cores, 0, extra="or 'auto' (one reserved core per NIC on the node)")
     ranks = _choice("ranks", values["ranks"], RANK_MODES)
     result = Policy(
         housekeeping=_housekeeping(values["housekeeping"]),
@@ -192,7 +194,7 @@ def validate_policy(policy: Optional[Dict[str, Any]] = None) -> Policy:
 class _Core(object):
     """One physical core: its threads (all known, online or not), the online ones, the one kept online."""
 
-    __slots__ = ("threads", "online", "kept", "node", "package")
+    __slots__ = ("threads", "online", "kept", "node", "package", "l3")
 
     def __init__(self, threads: List[int], online: List[int], node: Optional[int], package: Optional[int]) -> None:
         self.threads = threads
@@ -200,6 +202,7 @@ class _Core(object):
         self.kept = online[0] if online else None
         self.node = node
         self.package = package
+        self.l3 = None  # type: Optional[int]  # index of its L3 domain (Topology l3_domains), None = unknown
 
 
 class _Node(object):
@@ -283,6 +286,12 @@ class _Model(object):
         for core in self.cores:
             for cpu_id in core.threads:
                 self.core_of[cpu_id] = core
+        l3_of = {}  # type: Dict[int, int]
+        for index, domain in enumerate(topology.get("l3_domains") or []):
+            for cpu_id in _int_list(domain):
+                l3_of.setdefault(cpu_id, index)
+        for core in self.cores:
+            core.l3 = next((l3_of[t] for t in core.threads if t in l3_of), None)
         self.pci = {}  # type: Dict[str, Dict[str, Any]]
         for dev in topology.get("pci_devices") or []:
             bdf = _norm_bdf(dev.get("bdf"))
@@ -801,12 +810,18 @@ def _split_node(plan: _NodePlan, policy: Policy, warnings: List[str]) -> None:
 
 
 def _assign_rank_cores(plan: _NodePlan, leftover: int, warnings: List[str]) -> None:
-    """Contiguous blocks after the leftover cores: ranks get the cores farthest from housekeeping and IRQs.
+    """Blocks of ``per_rank`` cores, each inside as few L3 domains as the counts allow.
 
     Ranks whose device is restricted to some CPUs (numa_node -1 with a narrow local_cpus) choose first,
-    within their CPUs; the others then take blocks in rank order.
+    within their CPUs; the others then take blocks in rank order. A rank that fits in one L3 domain gets the
+    domain with the fewest free cores that still holds it (so two ranks do not share a domain while another
+    stays whole); a larger rank takes whole domains, then the best-fitting rest. Without cache information the
+    node is one domain: contiguous blocks after the leftover cores, farthest from housekeeping.
     """
     free = list(plan.avail[leftover:]) + list(plan.avail[:leftover])
+    sizes = {}  # type: Dict[Any, int]  # free cores of each L3 domain before any rank took one
+    for core in free:
+        sizes[core.l3] = sizes.get(core.l3, 0) + 1
     order = [u for u in plan.units if _restricted(u, plan)] + [u for u in plan.units if not _restricted(u, plan)]
     for unit in order:
         fits = [c for c in free if unit.local is None or c.kept in unit.local]
@@ -814,9 +829,34 @@ def _assign_rank_cores(plan: _NodePlan, leftover: int, warnings: List[str]) -> N
             warnings.append("rank of GPU %s: fewer than %d free cores inside its local_cpus; using other cores of "
                             "NUMA node %d" % (_unit_label(unit), plan.per_rank, plan.node.id))
             fits = fits + [c for c in free if c not in fits]
-        unit.cores = sorted(fits[:plan.per_rank], key=lambda c: c.kept)
+        unit.cores = sorted(_l3_block(fits, plan.per_rank, sizes), key=lambda c: c.kept)
         chosen = set(id(c) for c in unit.cores)
         free = [c for c in free if id(c) not in chosen]
+
+
+def _l3_block(candidates: List[_Core], count: int, sizes: Dict[Any, int]) -> List[_Core]:
+    """``count`` cores of ``candidates`` (in their order of preference) spanning as few L3 domains as possible,
+    preferring domains no other rank uses yet (``sizes``: each domain's free cores before any rank took one)."""
+    domains = {}  # type: Dict[Any, List[_Core]]
+    for core in candidates:
+        domains.setdefault(core.l3, []).append(core)
+    chosen = []  # type: List[_Core]
+    need = count
+    while need > 0 and domains:
+        holding = [key for key in domains if len(domains[key]) >= need]
+        if holding:  # best fit: an untouched domain with the fewest free cores that still holds the rest
+            key = min(holding, key=lambda k: (len(domains[k]) < sizes.get(k, 0), len(domains[k]),
+                                              _first_position(domains[k], candidates)))
+        else:  # take a whole domain, the largest first
+            key = max(domains, key=lambda k: (len(domains[k]), -_first_position(domains[k], candidates)))
+        taken = domains.pop(key)[:need]
+        chosen.extend(taken)
+        need -= len(taken)
+    return chosen
+
+
+def _first_position(cores: List[_Core], order: List[_Core]) -> int:
+    return order.index(cores[0])
 
 
 def _restricted(unit: _Unit, plan: _NodePlan) -> bool:
@@ -919,8 +959,9 @@ def plan(topology: Dict[str, Any], policy: Optional[Dict[str, Any]] = None) -> D
         return [t for t in core.online if t not in smt.going_offline]
 
     nearby = _nearby_candidates(model)
-    ranks = _rank_entries(model, pol, units, stays_online, nearby)
+    ranks = _rank_entries(model, pol, units, stays_online, nearby, node_plans)
     irq_affinity, left_alone = _place_nic_irqs(model, pol, irqs, node_plans, device_home, warnings)
+    irq_reason = _irq_load_reason(pol, node_plans, irq_affinity, warnings)
     nic_irq_cpus = sorted(set(cpu for entry in irq_affinity for cpu in entry["cpus"]))
     housekeeping = sorted(t for n in node_plans.values() for c in n.housekeeping for t in stays_online(c))
     layout = {
@@ -937,7 +978,7 @@ def plan(topology: Dict[str, Any], policy: Optional[Dict[str, Any]] = None) -> D
         "irqbalance": _plan_irqbalance(model, pol, irq_affinity, nic_irq_cpus, stays_online),
         "nccl_env": _node_nccl_env(nearby),
         "numa": _numa_entries(model, node_plans, units, stays_online, smt),
-        "reasons": {"smt": smt.reason, "housekeeping": hk_reason},
+        "reasons": {"smt": smt.reason, "housekeeping": hk_reason, "nic_irqs": irq_reason},
         "warnings": warnings,
     }
     return layout
@@ -967,7 +1008,7 @@ def _node_plans(model: _Model, policy: Policy, hk_ids: Set[int], irqs: _IrqSets,
 
 
 def _rank_entries(model: _Model, policy: Policy, units: List[_Unit], stays_online: Any,
-                  nearby: _Nearby) -> List[Dict[str, Any]]:
+                  nearby: _Nearby, plans: Dict[int, _NodePlan]) -> List[Dict[str, Any]]:
     entries = []
     for rank, unit in enumerate(units):
         node = model.nodes[unit.home] if unit.home is not None else None
@@ -979,7 +1020,10 @@ def _rank_entries(model: _Model, policy: Policy, units: List[_Unit], stays_onlin
         cpulist = format_cpulist(cpus)
         omp = policy.omp_threads or max(1, len(unit.cores) if not unit.shared else
                                         len(unit.cores) // max(1, _ranks_on(units, unit.home)))
-        env = {"GOMP_CPU_AFFINITY": cpulist, "OMP_NUM_THREADS": str(omp)}
+        # No GOMP_CPU_AFFINITY: libgomp binds the initial thread to the first place of that list (one CPU), so
+        # the whole rank and every process it forks would run on one CPU. The process affinity (nodetune-bind,
+        # numactl) already holds the rank to its set, and libgomp sizes its team from that affinity.
+        env = {"OMP_NUM_THREADS": str(omp)}
         package = node.package if node is not None else None
         netdevs, net_why = _nearest(nearby.netdevs, unit.home, package)
         hcas, hca_why = _nearest(nearby.hcas, unit.home, package)
@@ -994,8 +1038,16 @@ def _rank_entries(model: _Model, policy: Policy, units: List[_Unit], stays_onlin
         if unit.shared:
             reason += ": too few cores on the node, shares all of them with the node's other ranks (policy 'share')"
         else:
-            reason += ": %d whole core%s of its own, disjoint from housekeeping, NIC IRQ cores and other ranks" % (
-                len(unit.cores), "" if len(unit.cores) == 1 else "s")
+            node_plan = plans.get(unit.home) if unit.home is not None else None
+            irq_spread = node_plan is not None and node_plan.irq_mode in ("spread", "shared")
+            reason += ": %d whole core%s of its own, disjoint from housekeeping%s and other ranks%s" % (
+                len(unit.cores), "" if len(unit.cores) == 1 else "s", "" if irq_spread else ", NIC IRQ cores",
+                "; the node's NIC completion IRQs are spread over all its cores, these included" if irq_spread
+                else "")
+            l3 = set(c.l3 for c in unit.cores if c.l3 is not None)
+            if l3:
+                reason += "; in %d L3 domain%s of its own where the counts allow" % (len(l3), "" if len(l3) == 1
+                                                                                       else "s")
         if netdevs or hcas:
             reason += "; NICs: %s" % (net_why if netdevs else hca_why)
         entries.append({
@@ -1083,6 +1135,37 @@ def _place_nic_irqs(model: _Model, policy: Policy, irqs: _IrqSets, plans: Dict[i
     return placed, left
 
 
+def _irq_load_reason(policy: Policy, plans: Dict[int, _NodePlan], placed: List[Dict[str, Any]],
+                     warnings: List[str]) -> str:
+    """How many completion vectors each node's busiest core carries, against the spread bound
+    ceil(vectors of the node / its non-housekeeping cores); where a reservation exceeds it, what was traded."""
+    per_node = {}  # type: Dict[int, Dict[int, int]]
+    for entry in placed:
+        load = per_node.setdefault(entry["numa_node"], {})
+        load[entry["cpus"][0]] = load.get(entry["cpus"][0], 0) + 1
+    parts = []
+    for node_id in sorted(per_node):
+        plan = plans[node_id]
+        vectors = sum(per_node[node_id].values())
+        busiest = max(per_node[node_id].values())
+        cores = len(plan.avail)
+        bound = -(-vectors // cores) if cores else vectors
+        text = "node %d: %d vectors, at most %d per core" % (node_id, vectors, busiest)
+        if plan.irq_mode == "reserved" and busiest > bound:
+            text += (" on %d reserved core%s kept off the rank cores (policy irq_cores %r); spread over the node's "
+                     "%d non-housekeeping cores it would be at most %d per core, with each rank sharing its cores "
+                     "with NIC interrupts" % (len(plan.irq_cores), "" if len(plan.irq_cores) == 1 else "s",
+                                              policy.irq_cores, cores, bound))
+            warnings.append("NUMA node %d: %d NIC completion vectors on %d reserved core%s, up to %d per core "
+                            "(spread, the default, gives at most %d): the price of keeping them off rank cores"
+                            % (node_id, vectors, len(plan.irq_cores), "" if len(plan.irq_cores) == 1 else "s",
+                               busiest, bound))
+        elif plan.irq_mode in ("spread", "all_cores", "shared"):
+            text += " (bound ceil(%d / %d) = %d)" % (vectors, cores, bound)
+        parts.append(text)
+    return "; ".join(parts) if parts else "no NIC completion vectors placed"
+
+
 def _pool_reason(mode: str, node_id: int, size: int) -> str:
     """Kept short: it is repeated per IRQ; the CPUs of the pool are in the node's ``irq_cpus``."""
     base = "round-robin, one vector per core, primary threads only, over the %d IRQ core%s of node %d" % (
@@ -1090,7 +1173,8 @@ def _pool_reason(mode: str, node_id: int, size: int) -> str:
     return {
         "reserved": base + ", reserved away from the rank cores",
         "all_cores": base + ", every non-housekeeping core (no GPU ranks on this node)",
-        "spread": base + ", all non-housekeeping cores (policy irq_cores 0: no reservation)",
+        "spread": base + ", every non-housekeeping core of the node, rank cores included (the default, like "
+                  "mlnx-tools' set_irq_affinity_bynode.sh)",
         "shared": base + ", shared with rank cores: not enough cores to keep them apart",
         "housekeeping": base + ", the housekeeping cores: the node has no other core",
         "local_cpus": base + ", the device's local_cpus",

@@ -9,9 +9,11 @@ The rank is ``--rank``, else the first of LOCAL_RANK (torchrun), SLURM_LOCALID (
 OMPI_COMM_WORLD_LOCAL_RANK (Open MPI) and MPI_LOCALRANKID (MPICH) that is set. The rank's entry in the rank
 table (``/etc/nodetune/ranks.json``, written by nodetune's rocm_env area from the node's Layout) gives its CPUs
 (the cores of its GPU's NUMA node that no other rank and no NIC IRQ uses), its NUMA node and its environment
-(GOMP_CPU_AFFINITY, OMP_NUM_THREADS, the nearest NICs for RCCL, HSA_OVERRIDE_CPU_AFFINITY_DEBUG=0 so that
-ROCr's helper threads stay on those CPUs). The launcher sets the CPU affinity itself (inherited across exec),
-binds memory with ``numactl --membind`` where numactl is installed, and execs COMMAND directly: no shell, so
+(OMP_NUM_THREADS, the nearest NICs for RCCL, HSA_OVERRIDE_CPU_AFFINITY_DEBUG=0 so that ROCr's helper threads
+stay on those CPUs). The launcher sets the CPU affinity itself (inherited across exec) and removes
+GOMP_CPU_AFFINITY from the command's environment (unless --keep-env names it): libgomp binds the initial thread to
+the first CPU of that list, which would put the whole rank, and everything it forks, on one CPU. It binds memory
+with ``numactl --membind`` where numactl is installed, and execs COMMAND directly: no shell, so
 arguments reach the program exactly as given.
 
 Examples:
@@ -39,6 +41,9 @@ DEFAULT_TABLE = "/etc/nodetune/ranks.json"  # the rendered launcher names its no
 TABLE_ENV = "NODETUNE_RANKS_FILE"
 TABLE_VERSION = 1
 RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
+# Variables that narrow a rank's CPU set once libgomp loads: its start-up binds the initial thread to the first
+# place (libgomp/config/linux/affinity.c), and GOMP_CPU_AFFINITY makes every place one CPU.
+NARROWING_VARIABLES = ("GOMP_CPU_AFFINITY",)
 PROG = "nodetune-bind"
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -138,13 +143,17 @@ def plan(ranks: List[Dict[str, Any]], rank: int, source: str, environ: Dict[str,
             continue
         env[name] = value
         changed[name] = value
+    removed = sorted(name for name in NARROWING_VARIABLES if name in env and name not in keep)
+    for name in removed:  # from the caller, or a rank table written by an older nodetune
+        del env[name]
+        changed.pop(name, None)
     numa_node = entry.get("numa_node")
     numactl = which("numactl", path=env.get("PATH", os.defpath)) if numa_node is not None else None
     argv = list(command)
     if numactl:
         argv = [numactl, "--membind=%d" % numa_node, "--"] + argv
     result = {"rank": rank, "rank_from": source, "gpu": entry.get("gpu"), "numa_node": numa_node,
-              "cpus": sorted(entry["cpus"]), "cpulist": _ranges(entry["cpus"]), "env": changed,
+              "cpus": sorted(entry["cpus"]), "cpulist": _ranges(entry["cpus"]), "env": changed, "unset": removed,
               "membind": numa_node if numactl else None, "argv": argv}
     return result, env
 
@@ -239,6 +248,9 @@ def run(args: argparse.Namespace, environ: Optional[Dict[str, str]] = None,
             warn("numactl not found: memory is not bound to NUMA node %d (the kernel's first-touch policy usually "
                  "keeps it there, since the rank runs on that node's CPUs); install numactl to bind it"
                  % result["numa_node"])
+        for name in result["unset"]:
+            warn("%s removed from the environment: libgomp would bind the rank's first thread, and all it forks, "
+                 "to its first CPU instead of CPUs %s (--keep-env %s keeps it)" % (name, result["cpulist"], name))
         bind_cpus(result["cpus"], warn)
         sys.stdout.flush()
         sys.stderr.flush()

@@ -49,19 +49,20 @@ class Variable(object):
     ``check(text)`` returns the text to write (normalised where the form is fixed, e.g. a YAML ``true`` for a 0/1
     flag becomes ``1``) or raises :class:`Problem`; ``values`` and ``meaning`` document it (docs/rocm.md);
     ``conf_file``: RCCL also reads it from /etc/rccl.conf (NCCL_* and RCCL_* names; others must be in the
-    environment before the process starts).
+    environment before the process starts). ``source``: where the name and its values are documented or read.
     """
 
-    __slots__ = ("name", "component", "check", "values", "meaning", "flag")
+    __slots__ = ("name", "component", "check", "values", "meaning", "flag", "source")
 
     def __init__(self, name: str, component: str, check: Callable[[str], str], values: str, meaning: str,
-                 flag: bool = False) -> None:
+                 flag: bool = False, source: str = "") -> None:
         self.name = name
         self.component = component
         self.check = check
         self.values = values
         self.meaning = meaning
         self.flag = flag
+        self.source = source
 
     @property
     def conf_file(self) -> bool:
@@ -182,6 +183,23 @@ def gdr_level(text: str) -> str:
     return choice(GDR_LEVELS, case_sensitive=True)(text)
 
 
+ALLOC_CONF_KEYS = ("max_split_size_mb", "roundup_power2_divisions", "garbage_collection_threshold",
+                   "expandable_segments")
+_ALLOC_ITEM = re.compile(r"^([a-z_0-9]+):([A-Za-z0-9_.]+|\[[0-9:,_ ]+\])$")
+
+
+def alloc_conf(text: str) -> str:
+    """PYTORCH_HIP_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF: 'key:value,key:value' of the caching allocator's options
+    (c10/cuda/CUDAAllocatorConfig.cpp parses it; an unknown key stops the process at its first allocation)."""
+    items = re.split(r",(?![^\[]*\])", text)
+    for item in items:
+        match = _ALLOC_ITEM.match(item.strip())
+        if not match or match.group(1) not in ALLOC_CONF_KEYS:
+            raise Problem("expected comma-separated key:value options of PyTorch's caching allocator (%s), e.g. "
+                          "'expandable_segments:True'; %r is not one" % (", ".join(ALLOC_CONF_KEYS), item))
+    return text
+
+
 ALGO_HINTS = {
     "AUTO": "to let RCCL choose, leave NCCL_ALGO unset (there is no 'auto' value)",
     "SHM": "SHM is a transport, not an algorithm (it is on unless NCCL_SHM_DISABLE=1)",
@@ -241,6 +259,38 @@ _CATALOGUE = [
     Variable("NCCL_P2P_DISABLE", "RCCL", flag("RCCL"), "0 or 1", "1 = no direct GPU-to-GPU (xGMI/PCIe P2P) "
              "transport", flag=True),
     Variable("NCCL_SHM_DISABLE", "RCCL", flag("RCCL"), "0 or 1", "1 = no shared-memory transport", flag=True),
+    Variable("NCCL_IB_QPS_PER_CONNECTION", "RCCL", integer(1, 128), "1 to 128",
+             "queue pairs per connection between two ranks; more spread traffic over adaptive-routing fabrics "
+             "(default 1)", source="NCCL docs (NCCL_IB_QPS_PER_CONNECTION, default 1); upper bound NCCL_IB_MAX_QPS "
+             "128 in net_ib.cc (from memory of recent NCCL/RCCL sources)"),
+    Variable("NCCL_IB_SPLIT_DATA_ON_QPS", "RCCL", flag("RCCL"), "0 or 1",
+             "1 = split each message over all the connection's QPs, 0 = one QP per message", flag=True,
+             source="NCCL docs (NCCL_IB_SPLIT_DATA_ON_QPS)"),
+    Variable("NCCL_IB_PCI_RELAXED_ORDERING", "RCCL", choice(("0", "1", "2"), case_sensitive=True), "0, 1 or 2",
+             "PCIe relaxed ordering for the IB verbs transport: 0 = off, 1 = on (fails where unsupported), 2 = "
+             "where available (default)", source="NCCL docs (NCCL_IB_PCI_RELAXED_ORDERING, since NCCL 2.12)"),
+    Variable("NCCL_IB_ADAPTIVE_ROUTING", "RCCL", flag("RCCL"), "0 or 1",
+             "1 = use the fabric's adaptive routing for IB traffic", flag=True,
+             source="NCCL docs (NCCL_IB_ADAPTIVE_ROUTING, since NCCL 2.16)"),
+    Variable("NCCL_NCHANNELS_PER_NET_PEER", "RCCL", integer(1), "positive integer",
+             "channels used towards each remote peer over the network", source="NCCL docs "
+             "(NCCL_NCHANNELS_PER_NET_PEER)"),
+    Variable("NCCL_MIN_P2P_NCHANNELS", "RCCL", integer(1), "positive integer",
+             "minimum channels for point-to-point operations", source="NCCL docs (NCCL_MIN_P2P_NCHANNELS)"),
+    Variable("NCCL_MAX_P2P_NCHANNELS", "RCCL", integer(1), "positive integer",
+             "maximum channels for point-to-point operations", source="NCCL docs (NCCL_MAX_P2P_NCHANNELS)"),
+    Variable("NCCL_NET_GDR_READ", "RCCL", flag("RCCL"), "0 or 1",
+             "1 = send data with GPU Direct RDMA reads from GPU memory too", flag=True,
+             source="NCCL docs (NCCL_NET_GDR_READ)"),
+    Variable("NCCL_P2P_LEVEL", "RCCL", gdr_level, "|".join(GDR_LEVELS) + " (case-sensitive)",
+             "the farthest GPU-to-GPU path at which the P2P transport is used", source="NCCL docs (NCCL_P2P_LEVEL, "
+             "same levels as NCCL_NET_GDR_LEVEL; XGMI is RCCL's name for the GPU link level)"),
+    Variable("NCCL_SOCKET_FAMILY", "RCCL", choice(("AF_INET", "AF_INET6"), case_sensitive=True),
+             "AF_INET or AF_INET6", "address family for bootstrap and sockets", source="NCCL docs "
+             "(NCCL_SOCKET_FAMILY)"),
+    Variable("NCCL_IB_ADDR_FAMILY", "RCCL", choice(("AF_INET", "AF_INET6"), case_sensitive=True),
+             "AF_INET or AF_INET6", "address family of the RoCE GID to use", source="NCCL docs "
+             "(NCCL_IB_ADDR_FAMILY)"),
     Variable("RCCL_LL128_FORCE_ENABLE", "RCCL", flag("RCCL"), "0 or 1", "1 = use LL128 also on topologies that "
              "are not on RCCL's list (measure first)", flag=True),
     Variable("RCCL_MSCCL_ENABLE", "RCCL", flag("RCCL"), "0 or 1", "MSCCL algorithms on/off (removed in the "
@@ -256,6 +306,21 @@ _CATALOGUE = [
              "between kernels", flag=True),
     Variable("HIP_FORCE_DEV_KERNARG", "HIP", flag("HIP"), "0 or 1", "1 = kernel arguments in device memory "
              "(AMD's MI300X guide)", flag=True),
+    Variable("GPU_MAX_HW_QUEUES", "HIP", integer(1, 1024), "positive integer",
+             "hardware queues HIP allocates per device (default 4); more lets more streams run concurrently",
+             source="HIP runtime flag GPU_MAX_HW_QUEUES (ROCclr utils/flags.hpp: 'The maximum number of HW queues "
+             "allocated per device', default 4); AMD's MI300X workload optimization guide"),
+    Variable("HIP_LAUNCH_BLOCKING", "HIP", flag("HIP"), "0 or 1", "1 = every kernel launch waits (debugging "
+             "only: serialises the GPU)", flag=True, source="HIP runtime flags (ROCclr utils/flags.hpp)"),
+    Variable("AMD_LOG_LEVEL", "HIP", integer(0, 4), "0 to 4", "HIP runtime log level: 0 = off, 1 = errors, "
+             "2 = warnings, 3 = info, 4 = debug", source="HIP runtime flags (ROCclr utils/flags.hpp) and the HIP "
+             "debugging documentation"),
+    Variable("HSA_ENABLE_INTERRUPT", "ROCr", flag("ROCr"), "0 or 1", "0 = ROCr polls for completion signals "
+             "instead of waiting for interrupts (busy CPU)", flag=True, source="ROCr runtime flags "
+             "(rocr-runtime core/util/flag.h)"),
+    Variable("HSA_XNACK", "ROCr", flag("ROCr"), "0 or 1", "1 = page-fault retry (XNACK) on GPUs that support it, "
+             "needed for unified memory migration", flag=True, source="ROCm documentation (HSA_XNACK); ROCr "
+             "runtime flags"),
     # OpenMP (node-wide default only: nodetune-bind sets each rank's own value)
     Variable("OMP_NUM_THREADS", "OpenMP", integer(1), "positive integer", "OpenMP threads per process; "
              "nodetune-bind sets each rank's own value from the Layout"),
@@ -271,6 +336,30 @@ _CATALOGUE = [
              "on a timeout", flag=True),
     Variable("TORCH_NCCL_TRACE_BUFFER_SIZE", "PyTorch", integer(0), "entries, 0 = off",
              "flight recorder size (needed by TORCH_NCCL_DUMP_ON_TIMEOUT)"),
+    Variable("TORCH_NCCL_HIGH_PRIORITY", "PyTorch", flag("PyTorch"), "0 or 1",
+             "1 = ProcessGroupNCCL runs its collectives on high-priority streams", flag=True,
+             source="PyTorch ProcessGroupNCCL (TORCH_NCCL_HIGH_PRIORITY, torch/csrc/distributed/c10d/"
+             "ProcessGroupNCCL.hpp); AMD's MI300X workload optimization guide"),
+    Variable("TORCH_NCCL_AVOID_RECORD_STREAMS", "PyTorch", flag("PyTorch"), "0 or 1",
+             "1 = ProcessGroupNCCL keeps tensors alive itself instead of recordStream (less allocator "
+             "fragmentation)", flag=True, source="PyTorch ProcessGroupNCCL (TORCH_NCCL_AVOID_RECORD_STREAMS)"),
+    Variable("TORCH_NCCL_ENABLE_MONITORING", "PyTorch", flag("PyTorch"), "0 or 1",
+             "1 = the heartbeat monitor thread kills a hung process after TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
+             flag=True, source="PyTorch ProcessGroupNCCL (TORCH_NCCL_ENABLE_MONITORING)"),
+    Variable("TORCH_NCCL_DESYNC_DEBUG", "PyTorch", flag("PyTorch"), "0 or 1",
+             "1 = on a timeout, report which rank is out of step (debugging)", flag=True,
+             source="PyTorch ProcessGroupNCCL (TORCH_NCCL_DESYNC_DEBUG)"),
+    Variable("PYTORCH_HIP_ALLOC_CONF", "PyTorch", alloc_conf, "key:value list of %s" % ", ".join(ALLOC_CONF_KEYS),
+             "options of PyTorch's GPU caching allocator on ROCm, e.g. expandable_segments:True",
+             source="PyTorch CUDA semantics docs (PYTORCH_CUDA_ALLOC_CONF; on ROCm builds PYTORCH_HIP_ALLOC_CONF, "
+             "parsed by c10/cuda/CUDAAllocatorConfig.cpp)"),
+    Variable("PYTORCH_TUNABLEOP_ENABLED", "PyTorch", flag("PyTorch"), "0 or 1",
+             "1 = TunableOp picks the fastest GEMM implementation (AMD's MI300X guide)", flag=True,
+             source="PyTorch TunableOp README (aten/src/ATen/cuda/tunable); AMD's MI300X workload optimization "
+             "guide"),
+    Variable("TORCH_BLAS_PREFER_HIPBLASLT", "PyTorch", flag("PyTorch"), "0 or 1",
+             "1 = hipBLASLt for GEMMs where supported, 0 = hipBLAS/rocBLAS", flag=True,
+             source="PyTorch ROCm backend (TORCH_BLAS_PREFER_HIPBLASLT, aten/src/ATen/Context.cpp)"),
 ]
 VARIABLES = dict((v.name, v) for v in _CATALOGUE)
 
@@ -313,8 +402,9 @@ NO_EFFECT_WHY = {
 }
 # Correct names that must not be set node-wide: each rank needs its own value
 PER_RANK = {
-    "GOMP_CPU_AFFINITY": "it is per rank: nodetune-bind sets each rank's CPUs from the Layout; one node-wide "
-                         "value would put every rank on the same CPUs",
+    "GOMP_CPU_AFFINITY": "it pins: one node-wide value would put every rank on the same CPUs, and libgomp binds a "
+                         "process's first thread to the list's first CPU; nodetune-bind sets each rank's CPU set "
+                         "as its process affinity (and removes GOMP_CPU_AFFINITY)",
 }
 
 

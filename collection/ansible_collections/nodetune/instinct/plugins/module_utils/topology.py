@@ -20,6 +20,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.discover_cpu imp
     read_cpuidle,
     read_cpu_lists,
     read_cpus,
+    read_l3_domains,
     read_numa_nodes,
     read_smt,
 )
@@ -90,6 +91,7 @@ def discover(root: Union[Root, str] = "/") -> Dict[str, Any]:
     smt = _guarded("smt", w, {"control": None, "active": None, "threads_per_core": None}, read_smt, node, cpus, w)
     cpufreq = _guarded("cpufreq", w, dict(_NO_CPUFREQ), read_cpufreq, node, cpus, w)
     cpuidle = _guarded("cpuidle", w, {"driver": None, "states": []}, read_cpuidle, node, cpus)
+    l3_domains = _guarded("l3_domains", w, [], read_l3_domains, node, cpus, w)
 
     pci_devices, pci_dirs = _guarded("pci_devices", w, ([], {}), read_pci_devices, node, w)
     pci = {dev["bdf"]: dev for dev in pci_devices}
@@ -123,6 +125,7 @@ def discover(root: Union[Root, str] = "/") -> Dict[str, Any]:
         "root": node.path,
         "cpus": cpus,
         "cpu_lists": cpu_lists,
+        "l3_domains": l3_domains,
         "smt": smt,
         "numa_nodes": numa_nodes,
         "pci_devices": pci_devices,

@@ -218,6 +218,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.nodetune.instinct.plugins.module_utils import audit as audit_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import bios as bios_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils import area_infiniband as infiniband
 from ansible_collections.nodetune.instinct.plugins.module_utils import services as services_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError
 from ansible_collections.nodetune.instinct.plugins.module_utils.node import layout_summary, load
@@ -354,6 +355,9 @@ def main():
         result["bios"] = bios_drift
     for warning in state.context.warnings + list(state.layout.get("warnings") or []):
         module.warn(warning)
+    for item in result.get("unconfirmed") or []:
+        if item["id"] == "ib.mtu":
+            module.warn(infiniband.cap_message(item["target"], item["expected"], item["actual"]))
     module.exit_json(**result)
 
 

@@ -56,8 +56,11 @@ options:
   health:
     description:
       - >-
-        Health thresholds (C(nodetune_health_*)): C(nodetune_health_gpu_temp_max_c) (default 85),
-        C(nodetune_health_gpu_power_max_w) (default 300; MI300X boards are rated up to 750 W),
+        Health thresholds (C(nodetune_health_*)): each GPU sensor against its own hwmon C(tempN_crit) (else
+        C(tempN_emergency)) minus C(nodetune_health_gpu_temp_margin_c) (default 5), the GPU's power against its
+        own C(power1_cap) plus C(nodetune_health_gpu_power_margin_pct) (default 5); fixed fallbacks where a GPU
+        has no such limit, C(nodetune_health_gpu_temp_max_c) (default 85) and
+        C(nodetune_health_gpu_power_max_w) (default 750),
         C(nodetune_health_ib_rate_min_gbps) (default none: only the port state is checked),
         C(nodetune_health_checks) (subset of V(gpu_temp), V(gpu_power), V(ib_port), V(pcie_link),
         V(pcie_acs), V(xgmi_links), V(gpu_ras), V(ib_counters), V(memlock), V(gpu_perf_level), V(gpu_power_cap)),

@@ -422,10 +422,25 @@ def _mtu(root, rel: str, value: str) -> bool:
         limit = 65520 if mode == "connected" else 4092
         if mtu > limit:
             raise _err(errno.EINVAL, "IPoIB %s mode allows at most MTU %d" % (mode, limit))
+        if mode == "datagram" and mtu >= 68:
+            mtu = min(mtu, _broadcast_group_mtu(root, os.path.basename(netdir)) - 4)
     if mtu < 68:
         raise _err(errno.EINVAL, "MTU below 68")
     _put(root, rel, "%d\n" % mtu)
     return True
+
+
+def _broadcast_group_mtu(root, name: str) -> int:
+    """The IB MTU of the interface's partition broadcast group (the spec's ``bcast_mtu``, set by the subnet
+    manager): ipoib_change_mtu() sets min(broadcast-group MTU - 4, requested) in datagram mode and succeeds."""
+    try:
+        spec = json.loads(_read(root, MARKER) or "{}")
+    except ValueError:
+        return 4096
+    for nic in (spec.get("spec") or {}).get("nics") or []:
+        if nic.get("name") == name:
+            return int(nic.get("bcast_mtu") or nic.get("ib_mtu") or 4096)
+    return 4096
 
 
 # ------------------------------------------------------------------------------------------ vm sysctls

@@ -56,7 +56,8 @@ Spec (YAML or a dict; every key optional unless marked; unknown keys are errors)
     gpus: [{model: MI250|MI300X, bdf (required), numa_node, switch, package, link {speed, width}, aspm {l0s, l1},
             temp_c, power_w}]
     nics: [{name (required), model: ConnectX-6|ConnectX-7|BCM57416, bdf (required), numa_node, switch,
-            mode: datagram|connected, mtu, ib_mtu, rate, state, comp_vectors (mlx5, default 63),
+            mode: datagram|connected, mtu, ib_mtu, bcast_mtu (the SM's broadcast-group IB MTU, default ib_mtu:
+            caps the datagram-mode MTU at bcast_mtu - 4), rate, state, comp_vectors (mlx5, default 63),
             irq_vectors (Ethernet), enhanced_ipoib, link, aspm}]
     nvme: [{model: P5800X|PM1733|CM7-R, bdf (required), numa_node, switch, max_queues, size_gb, link, aspm}]
     faults: {pcie_acs: false, xgmi_link_down: false, gpu_ras_uncorrectable: 0, ib_symbol_errors: 0,
@@ -637,7 +638,8 @@ def _normalize_gpu(check: _Checker, where: str, raw: Any) -> Dict[str, Any]:
 
 def _normalize_nic(check: _Checker, where: str, raw: Any) -> Dict[str, Any]:
     data = check.keys(where, raw, ("name", "model", "bdf", "numa_node", "switch", "mode", "mtu", "ib_mtu", "rate",
-                                   "state", "comp_vectors", "irq_vectors", "enhanced_ipoib", "link", "aspm"))
+                                   "state", "comp_vectors", "irq_vectors", "enhanced_ipoib", "link", "aspm",
+                                   "bcast_mtu"))
     model = check.choice(where + ".model", data.get("model", "ConnectX-7"), sorted(NIC_MODELS)) or "ConnectX-7"
     base = NIC_MODELS[model]
     nic: Dict[str, Any] = {
@@ -668,7 +670,9 @@ def _normalize_nic(check: _Checker, where: str, raw: Any) -> Dict[str, Any]:
             check.bad(where + ".mtu", mtu, "IPoIB %s mode allows at most %d (%s)" % (
                 mode, limit, "IB MTU %d minus the 4-byte IPoIB header" % ib_mtu if mode == "datagram"
                 else "the connected-mode maximum"))
+        bcast_mtu = _broadcast_group_mtu(check, where, data, ib_mtu, mode, mtu)
         state = check.choice(where + ".state", data.get("state", "ACTIVE"), ("ACTIVE", "DOWN", "INIT", "ARMED"))
+        nic.update({"bcast_mtu": bcast_mtu})
         nic.update({"mode": mode, "ib_mtu": ib_mtu, "mtu": mtu or 2044, "enhanced_ipoib": bool(enhanced),
                     "rate": check.text(where + ".rate", data.get("rate", base["rate"])) or base["rate"],
                     "state": state or "ACTIVE",
@@ -683,6 +687,19 @@ def _normalize_nic(check: _Checker, where: str, raw: Any) -> Dict[str, Any]:
                     "state": check.choice(where + ".state", data.get("state", "up"), ("up", "down")) or "up",
                     "irq_vectors": check.integer(where + ".irq_vectors", data.get("irq_vectors", 8), 1, 256) or 8})
     return nic
+
+
+def _broadcast_group_mtu(check: _Checker, where: str, data: Dict[str, Any], ib_mtu: int, mode: str,
+                         mtu: Optional[int]) -> int:
+    """The partition broadcast group's IB MTU (the subnet manager's choice): at most the port's, and a
+    datagram-mode interface cannot be above it minus the IPoIB header (the kernel would have capped it)."""
+    value = check.choice(where + ".bcast_mtu", data.get("bcast_mtu", ib_mtu), (256, 512, 1024, 2048, 4096)) or ib_mtu
+    if value > ib_mtu:
+        check.bad(where + ".bcast_mtu", value, "at most the port's ib_mtu %d" % ib_mtu)
+    elif mode == "datagram" and mtu is not None and mtu > value - 4:
+        check.bad(where + ".mtu", mtu, "at most %d: the kernel caps a datagram-mode MTU at the broadcast group's "
+                                       "MTU (bcast_mtu %d) minus 4" % (value - 4, value))
+    return value
 
 
 def _normalize_nvme(check: _Checker, where: str, raw: Any) -> Dict[str, Any]:
@@ -1476,6 +1493,7 @@ def _emit_cpus(tree: _Tree, m: _Machine) -> None:
                 tree.f(c + "/type", kind)
                 tree.f(c + "/size", size)
                 tree.f(c + "/shared_cpu_map", cpus.mask(shared))
+                tree.f(c + "/shared_cpu_list", _list_cached(cpus, shared))
         if driver != "none":
             p = "%s/cpufreq/policy%d" % (base, cid)
             if online:
@@ -1806,6 +1824,12 @@ def _emit_gpus(tree: _Tree, m: _Machine) -> None:
         tree.f(h + "/temp3_input", (gpu.spec["temp_c"] + 2) * 1000)
         tree.f(h + "/temp3_label", "mem")
         tree.f(h + "/temp2_crit", 105000)
+        # amdgpu's per-sensor limits (Documentation/gpu/amdgpu/thermal.rst: tempN_crit, tempN_emergency); the
+        # values are the simulation's, of the right kind, not a vendor's table
+        for sensor, (crit, emergency) in ((1, (100, 105)), (3, (95, 100))):
+            tree.f("%s/temp%d_crit" % (h, sensor), crit * 1000)
+            tree.f("%s/temp%d_emergency" % (h, sensor), emergency * 1000)
+        tree.f(h + "/temp2_emergency", 110000)
         tree.f(h + "/power1_average", gpu.spec["power_w"] * 1000000)
         tree.f(h + "/power1_cap", model["power_cap_w"] * 1000000, 0o644)
         tree.f(h + "/power1_cap_max", model["power_cap_w"] * 1000000)
