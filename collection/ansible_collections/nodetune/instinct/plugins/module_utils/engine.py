@@ -171,7 +171,8 @@ def journal_problems(data: Any) -> List[str]:
         return ["not JSON"]
     if not isinstance(data, dict):
         return ["expected a JSON object, found %s" % _json_type(data)]
-    if type(data.get("version")) is not int or data["version"] != JOURNAL_VERSION:  # true == 1 in Python
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version != JOURNAL_VERSION:  # true == 1
         return ["version %r, this nodetune reads version %d" % (data.get("version"), JOURNAL_VERSION)]
     problems = []
     baseline = data.get("baseline")

@@ -50,6 +50,8 @@ def ascii_int(value: object, what: str = "value") -> int:
     if not is_digits(digits):
         raise ParseError("%s %r is not valid: expected an integer written with the digits 0-9" % (what, value))
     return int(text)
+
+
 _DECIMAL_POINT_DIGITS = frozenset("0123456789.")
 
 
