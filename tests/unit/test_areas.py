@@ -23,6 +23,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.area_common impo
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
 from ansible_collections.nodetune.instinct.plugins.module_utils.tuning import AREAS, desired_settings
+from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 
 from tests.unit.test_engine import tree_digest
@@ -210,8 +211,7 @@ def test_the_bytes_form_wins_its_pair_and_stays_put_over_repeated_applies(node: 
     dirty = {s.target: s.value for s in settings if s.id.startswith("sysctl.vm.dirty")}
     assert dirty == {"vm.dirty_bytes": str(32 << 30), "vm.dirty_background_bytes": str(4 << 30)}
     write(node, "proc/sys/vm/dirty_background_bytes", "0")
-    write(node, ".nodetune-simnode.json", "{}")  # writes answered like a kernel: one form zeroes the other
-    root = Root(str(node))
+    root = sim_root(str(node))  # writes answered like a kernel: one form zeroes the other
     for run in range(4):
         result = engine.apply(root, desired_settings(context(node), areas_from_roles(LARGE_MEMORY_WRITEBACK)),
                               services=SimServices(root))

@@ -119,7 +119,10 @@ def test_apply_once_verify_drift_and_revert_byte_identical(pristine: Path, tmp_p
     before = tree_digest(root)
     state = node.load(str(root), AREAS)
     first = engine.apply(state.root, state.settings)
-    assert sorted(a["path"].lstrip("/") for a in first["actions"]) == sorted(FILES)
+    assert sorted(a["path"].lstrip("/") for a in first["actions"] if a["id"].startswith("rocm.")) == sorted(FILES)
+    # and the node-local checker with this area's expectations (module_utils/inventory.py)
+    assert {a["id"] for a in first["actions"]} == {"rocm.env", "rocm.ranks", "rocm.bind", "check.expected",
+                                                  "check.program"}
     assert stat.S_IMODE((root / LAUNCHER).stat().st_mode) == 0o755
     again = node.load(str(root), AREAS)
     assert engine.apply(again.root, again.settings)["changed"] is False  # idempotent

@@ -14,7 +14,7 @@ import difflib
 import re
 from typing import List
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import bios, health
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas, bios, health, inventory
 
 SETTING_IDS = (
     "smt.control", "smt.siblings_offline",
@@ -24,10 +24,9 @@ SETTING_IDS = (
     "nvme.scheduler", "nvme.nr_requests", "nvme.module_options",
     "rocm.env", "rocm.ranks", "rocm.bind",
     "persist.sysctl_d", "persist.udev", "persist.boot_restore",
+    "check.expected", "check.program",
 )
 FINDING_IDS = ("irq.managed", "persist.sysctl_boot")
-# verify's "<area>.applicable" findings, one per area role
-AREA_NAMES = ("smt", "cpu", "irq_affinity", "infiniband", "nvme", "sysctl", "rocm_env")
 # sysctl settings are "sysctl.<key>" (vm.dirty_ratio, nodetune_sysctl_extra's keys)
 SYSCTL_ID = re.compile(r"^sysctl\.[a-z0-9_]+(\.[a-z0-9_\-]+)+$")
 
@@ -36,7 +35,8 @@ def known_ids() -> List[str]:
     return sorted(set(SETTING_IDS + FINDING_IDS
                       + tuple("bios." + check for check in bios.CHECKS)
                       + tuple("health." + check for check in health.CHECKS)
-                      + tuple(area + ".applicable" for area in AREA_NAMES)))
+                      + tuple("inventory." + key for key in inventory.KEYS)
+                      + tuple(area + ".applicable" for area in areas.AREAS)))  # one per area role
 
 
 def is_known(check_id: str) -> bool:
