@@ -1046,8 +1046,8 @@ def _rank_entries(model: _Model, policy: Policy, units: List[_Unit], stays_onlin
                 else "")
             l3 = set(c.l3 for c in unit.cores if c.l3 is not None)
             if l3:
-                reason += "; in %d L3 domain%s of its own where the counts allow" % (len(l3), "" if len(l3) == 1
-                                                                                       else "s")
+                plural = "" if len(l3) == 1 else "s"
+                reason += "; in %d L3 domain%s of its own where the counts allow" % (len(l3), plural)
         if netdevs or hcas:
             reason += "; NICs: %s" % (net_why if netdevs else hca_why)
         entries.append({
@@ -1173,8 +1173,8 @@ def _pool_reason(mode: str, node_id: int, size: int) -> str:
     return {
         "reserved": base + ", reserved away from the rank cores",
         "all_cores": base + ", every non-housekeeping core (no GPU ranks on this node)",
-        "spread": base + ", every non-housekeeping core of the node, rank cores included (the default, like "
-                  "mlnx-tools' set_irq_affinity_bynode.sh)",
+        "spread": (base + ", every non-housekeeping core of the node, rank cores included (the default, like "
+                   "mlnx-tools' set_irq_affinity_bynode.sh)"),
         "shared": base + ", shared with rank cores: not enough cores to keep them apart",
         "housekeeping": base + ", the housekeeping cores: the node has no other core",
         "local_cpus": base + ", the device's local_cpus",
