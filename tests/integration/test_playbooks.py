@@ -106,7 +106,9 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     ok(playbook(inventory, "playbooks/apply.yml", "--tags", "nvme"))
     touched = changed_paths(pristine, tree_digest(node))
     assert "etc/modprobe.d/nodetune-nvme.conf" in touched
-    allowed = re.compile(r"^(sys/block/nvme|etc/udev/rules\.d|etc/modprobe\.d|var/lib/nodetune|var/lib$|var$|etc$)")
+    # (and the node-local checker with the nvme area's expectations: etc/nodetune/check.d, usr/local/sbin)
+    allowed = re.compile(r"^(sys/block/nvme|etc/udev/rules\.d|etc/modprobe\.d|var/lib/nodetune|var/lib$|var$|etc$"
+                         r"|etc/nodetune|usr/local)")
     assert [p for p in touched if not allowed.match(p)] == []
 
     # site.yml: the lab tree exists (no rebuild: the build play matches no host), apply the rest, verify in the
@@ -275,7 +277,7 @@ def test_an_area_role_applies_its_area_alone_and_leaves_nothing_for_the_next_pla
     touched = changed_paths(pristine, tree_digest(node))
     assert any(p.endswith("/nvme0n1/queue/scheduler") for p in touched), touched
     allowed = re.compile(r"^(sys/devices/\S+/nvme/nvme\d+/nvme\d+n\d+/queue/|etc/udev/rules\.d|etc/modprobe\.d"
-                         r"|var/lib/nodetune|var/lib$|var$|etc$)")
+                         r"|var/lib/nodetune|var/lib$|var$|etc$|etc/nodetune|usr/local)")
     assert [p for p in touched if not allowed.match(p)] == []
     assert "[mq-deadline]" in (node / "sys/block/nvme0n1/queue/scheduler").read_text()
 

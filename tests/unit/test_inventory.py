@@ -266,4 +266,20 @@ def test_the_checker_finds_a_renumbered_irq_by_its_name(tuned: tuple) -> None:
     assert checker(root).returncode == 0
     (root / irq.path).write_text("0\n")
     lines = checker(root).stdout.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"irq.nic_local {irq.target}: expected ")
+    assert len(lines) == 1 and lines[0].startswith(f"irq.nic_local {irq.key}: expected "), lines  # named by action
+
+
+def test_the_checker_expectations_name_irqs_by_action_so_a_reboot_does_not_change_them(tuned: tuple) -> None:
+    """IRQ numbers change across reboots: the expectations apply writes (check.d/irq.json, compared by verify) hold
+    no IRQ number, and the checker finds each IRQ through its device's msi_irqs after a renumbering."""
+    root, state = tuned
+    text = (root / "etc/nodetune/check.d/irq.json").read_text()
+    entries = [e for e in json.loads(text)["settings"] if e["id"] == "irq.nic_local"]
+    assert entries and all(e["path"] == "" and e["target"] == e["irq_name"] for e in entries)
+    assert "proc/irq/" not in text
+    irq = next(s for s in state.settings if s.id == "irq.nic_local" and s.key)
+    (root / irq.path.rpartition("/")[0] / irq.key).rmdir()  # the action left its number
+    (root / "proc/interrupts").write_text("")  # and /proc/interrupts is not needed to find the others
+    lines = checker(root).stdout.splitlines()
+    # only the IRQ whose action is gone is reported; every other one was found through msi_irqs
+    assert len(lines) == 1 and lines[0].startswith(f"irq.nic_local {irq.key}: ") and lines[0].endswith("absent")

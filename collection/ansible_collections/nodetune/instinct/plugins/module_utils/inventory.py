@@ -152,8 +152,10 @@ def _check_entry(setting: Setting) -> Optional[Dict[str, Any]]:
         return None
     entry: Dict[str, Any] = {"id": setting.id, "target": setting.target, "path": setting.path,
                              "kind": setting.kind, "compare": setting.compare}
-    if setting.id == "irq.nic_local" and setting.key:  # IRQ numbers change across reboots; names do not
-        entry["irq_name"] = setting.key
+    if setting.id == "irq.nic_local" and setting.key:
+        # IRQ numbers change across reboots, names do not: the file names the IRQ only by its action name, so
+        # that it still matches the node after a reboot (verify compares this file's content).
+        entry.update(irq_name=setting.key, target=setting.key, path="")
     if setting.kind == FILE:
         entry["value"] = "sha256:" + hashlib.sha256(setting.value.encode("utf-8")).hexdigest()
     elif setting.kind == LINE:
