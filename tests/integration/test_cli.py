@@ -258,7 +258,7 @@ def _start_apply(root: Path) -> subprocess.Popen[str]:
     if not script.exists():
         pytest.skip(f"the nodetune console script is not installed next to {sys.executable} (pip install -e .)")
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    return subprocess.Popen([str(script), "apply", "--root", str(root), *LAB_OPT_INS], env=env, text=True,
+    return subprocess.Popen([str(script), "apply", "--root", str(root), *LAB_OPT_INS, *LAB], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
