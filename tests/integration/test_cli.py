@@ -271,10 +271,17 @@ def _wait_for_the_module(root: Path, proc: subprocess.Popen[str], timeout: float
     import time
 
     deadline = time.monotonic() + timeout
-    while not (root / "var/lib/nodetune/lock").exists():
+    while not _locked(root):
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the tune module never started"
         time.sleep(0.05)
+
+
+def _locked(root: Path) -> bool:
+    """Whether a process holds the node's lock: a flock on the root directory itself (engine.NodeLock), listed in
+    /proc/locks as ``FLOCK ... <major>:<minor>:<inode>``."""
+    inode = f":{root.stat().st_ino} "
+    return any("FLOCK" in line and inode in line + " " for line in Path("/proc/locks").read_text().splitlines())
 
 
 def _runs_completed(root: Path) -> int:
