@@ -39,6 +39,8 @@ def test_quick_run_prints_every_ratio_line(tmp_path: Path) -> None:
 
     expected = [
         rf"ratio fleet\[stock\] N=1 site: {NUMBER}x ping wall, {NUMBER}x ping CPU \(target <= 2.5x\): {VERDICT}",
+        rf"ratio fleet\[stock\] N=1 site \(no cache\): {NUMBER}x ping wall, {NUMBER}x ping CPU \(target <= 2.5x\): "
+        rf"{VERDICT}",
         rf"ratio fleet\[stock\] N=1 site \(no-op\): {NUMBER}x ping wall, {NUMBER}x ping CPU \(target <= 1.5x\): "
         rf"{VERDICT}",
         rf"ratio discovery simulated mi250: {NUMBER}x lstopo wall, {NUMBER}x lstopo CPU \(target <= 2x\): {VERDICT}",
@@ -58,7 +60,8 @@ def test_quick_run_prints_every_ratio_line(tmp_path: Path) -> None:
 
     data = json.loads(figures.read_text())
     assert data["quick"] is True and data["machine"]["nproc"] >= 1
-    assert set(data["fleet"]["strategies"]["stock"]["1"]) == {"ping", "site", "site (no-op)", "apply (no-op)"}
+    assert set(data["fleet"]["strategies"]["stock"]["1"]) == {"ping", "site", "site (no cache)", "site (no-op)",
+                                                              "apply (no-op)"}
     roots = {r["root"] for r in data["discovery"]["roots"]}
     assert {"simulated mi250", "simulated mi300x"} <= roots
     assert data["planner"]["cases"][-1]["cpus"] >= 384

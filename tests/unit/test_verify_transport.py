@@ -4,8 +4,8 @@
   ``nodetune_fleet_reports`` renders the JUnit XML and the summary in one call: the same reports as the filters
   piped one into another;
 - the verify action plugin turns the module's JSON text of findings back into one list, in ``findings`` and in
-  ``report`` (key order as the module builds it), and writes the node's report as the role's
-  ``to_nice_json(sort_keys=false)`` did.
+  ``report`` (key order as the module builds it), and writes the node's report as the same JSON the role's
+  ``to_nice_json(sort_keys=false)`` wrote, a line per top-level key and per finding.
 """
 
 from __future__ import annotations
@@ -104,6 +104,14 @@ def test_the_action_writes_the_report_as_the_role_did(tmp_path: Path) -> None:
     node_report = dict(FLEET["a"]["report"], notes=["caf\u00e9 \u2713"])
     path = tmp_path / "reports" / "nodes" / "a.json"
     action.write_report(str(path), node_report)
-    assert path.read_text() == to_nice_json(node_report, sort_keys=False) + "\n"
+    text = path.read_text()
+    assert json.loads(text) == json.loads(to_nice_json(node_report, sort_keys=False)) == node_report
+    assert list(json.loads(text)) == list(node_report)  # the module's key order
+    assert "caf\u00e9 \u2713" in text  # as to_nice_json: not escaped
+    lines = text.splitlines()
+    findings = node_report["findings"]
+    assert len(findings) > 1 and len(lines) == 2 + len(node_report) + 1 + len(findings)  # a line per finding
+    for item in findings:
+        assert sum(json.dumps(item["target"]) in line for line in lines) == 1
     assert path.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in path.parent.iterdir()] == ["a.json"]  # no temporary file left

@@ -15,11 +15,11 @@ partial run would drop the other areas' entries.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, List
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import sysctl_boot
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import FILE, SERVICE, Setting
 
 AREA = "persist"
@@ -135,7 +135,7 @@ def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List
         state = {"version": 1, "settings": sorted((_state_entry(s) for s in group),
                                                   key=lambda e: (e["order"], e["id"], e["target"]))}
         out.append(Setting("persist.boot_restore", "state:" + area, STATE_FILE % area,
-                           json.dumps(state, indent=1) + "\n", kind=FILE, compare="content", area=AREA, mode=0o644,
+                           one_per_line(state, "settings"), kind=FILE, compare="content", area=AREA, mode=0o644,
                            reason="runtime settings a reboot resets, re-applied by nodetune-restore.service"))
     if runtime:
         out.append(Setting("persist.boot_restore", "script", SCRIPT_FILE, RESTORE_SCRIPT, kind=FILE,

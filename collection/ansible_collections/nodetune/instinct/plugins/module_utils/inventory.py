@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import DRIFT, OK, Finding
+from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     ABSENT,
     FILE,
@@ -189,7 +190,7 @@ def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]]) 
             by_area.setdefault(_file_area(setting, areas), []).append(entry)
     out = []
     for area, entries in sorted(by_area.items()):
-        text = json.dumps({"version": 1, "settings": entries}, indent=1, sort_keys=True) + "\n"
+        text = one_per_line({"version": 1, "settings": entries}, "settings", sort_keys=True)
         out.append(Setting("check.expected", area, "%s/%s.json" % (CHECK_DIR, area), text, kind=FILE,
                            compare="content", area=PERSIST, runtime=False,
                            reason="the expected Settings nodetune-check compares between Ansible runs"))

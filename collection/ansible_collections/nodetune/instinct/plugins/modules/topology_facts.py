@@ -183,6 +183,10 @@ ansible_facts:
           elements: str
 """
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import bytecode_cache
+
+bytecode_cache.install()  # first: the imports below then load from the node's bytecode cache
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError

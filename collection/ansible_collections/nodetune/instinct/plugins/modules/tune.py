@@ -211,6 +211,10 @@ journal:
   returned: always
 """
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import bytecode_cache
+
+bytecode_cache.install(writes=True)  # first: the imports below then load from the node's bytecode cache
+
 from contextlib import nullcontext
 
 from ansible.module_utils.basic import AnsibleModule

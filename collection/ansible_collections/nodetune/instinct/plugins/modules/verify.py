@@ -203,6 +203,10 @@ textfile:
   returned: when O(textfile_path) is set
 """
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import bytecode_cache
+
+bytecode_cache.install()  # first: the imports below then load from the node's bytecode cache
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import audit as audit_mod

@@ -159,6 +159,10 @@ boot_restore:
   sample: {ran: true, applied: 214, failed: []}
 """
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import bytecode_cache
+
+bytecode_cache.install()  # first: the imports below then load from the node's bytecode cache
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode

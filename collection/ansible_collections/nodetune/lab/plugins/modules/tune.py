@@ -41,6 +41,10 @@ RETURN = r"""
 # As nodetune.instinct.tune.
 """
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import bytecode_cache
+
+bytecode_cache.install(writes=True)  # first: the imports below then load from the node's bytecode cache
+
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel
 from ansible_collections.nodetune.lab.plugins.module_utils.production import tune as production
 
