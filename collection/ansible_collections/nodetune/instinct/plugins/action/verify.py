@@ -14,8 +14,8 @@ every task costs a worker process per host, and a large value templated per host
   still verifies the layout, BIOS-level and health checks: a verify run never skips a node silently. A disabled
   bios_check role (``nodetune_bios_check_enabled: false``) is passed as such.
 - ``report_file`` (not sent to the node): a path on the controller where the node's JSON report is written
-  (``to_nice_json(sort_keys=false)`` and a newline), in check mode too: a report is a controller file, not a node
-  change.
+  (the module's key order, a line per top-level key and per finding), in check mode too: a report is a controller
+  file, not a node change.
 - ``role_variables: true`` (the verify role): the verify role's own variables - health thresholds, waivers (the
   waivers file read here on the controller), the Prometheus textfile, the report file under
   ``nodetune_report_dir`` and ``nodetune_verify_fail_on_drift`` - are taken over its defaults and validated, as

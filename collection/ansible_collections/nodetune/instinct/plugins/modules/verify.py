@@ -97,9 +97,9 @@ options:
     type: str
   report_file:
     description:
-      - A path on the controller where the action plugin writes the node's JSON report (RV(report), as
-        C(to_nice_json(sort_keys=false))), in check mode too (a controller file, not a node change). The module
-        itself ignores it. Unset writes no report file.
+      - A path on the controller where the action plugin writes the node's JSON report (RV(report), in the
+        module's key order, a line per top-level key and per finding), in check mode too (a controller file, not a
+        node change). The module itself ignores it. Unset writes no report file.
     type: path
   fail_on_drift:
     description:
