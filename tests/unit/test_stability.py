@@ -160,9 +160,10 @@ FAULTS = [  # spec option, the finding it breaks, the variables that check needs
     ({"pcie_acs": True}, "health.pcie_acs", {}),
     ({"xgmi_link_down": True}, "health.xgmi_links", {}),
     ({"gpu_ras_uncorrectable": 3}, "health.gpu_ras", {}),
-    ({"ib_symbol_errors": 7}, "health.ib_counters", {}),
+    ({"ib_symbol_errors": 50}, "health.ib_counters", {}),
     ({"memlock": 65536}, "health.memlock", {}),
     ({"gpu_perf_level": "manual"}, "health.gpu_perf_level", {"gpu_perf_level": "auto"}),
+    ({"gpu_power_cap_w": 600}, "health.gpu_power_cap", {"gpu_power_cap_w": 750}),
 ]
 
 
@@ -189,3 +190,49 @@ def test_bad_faults_are_refused() -> None:
         simnode.load_spec(dict(SPEC, faults={"pcie_acs": "maybe", "gpu_perf_level": "turbo", "fan": 1}))
     text = str(caught.value)
     assert "faults.pcie_acs" in text and "faults.gpu_perf_level" in text and "unknown key 'fan'" in text
+
+
+ALL_FAULTS = dict(kv for faults, _id, _cfg in FAULTS for kv in faults.items())
+DECLARED = {"gpu_perf_level": "auto", "gpu_power_cap_w": 750}  # the simulated MI300X boards as built
+
+
+def drifting(root: Path) -> set:
+    return {(f["id"], f["target"]) for f in run(root, **DECLARED) if f["status"] == "drift"}
+
+
+def test_faults_injected_in_place_break_each_check_and_keep_the_rest(root: Path) -> None:
+    """simnode.inject_faults (what the Molecule drift scenario uses) on a node that was changed after it was built:
+    every check breaks on the expected targets only, the other change stays, a reboot keeps the faults, and the
+    healthy defaults repair them."""
+    governor = root / "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor"
+    governor.write_text("performance\n")
+    gpus = sorted(g["bdf"] for g in SPEC["gpus"])
+    rdma = sorted(n["bdf"] for n in SPEC["nics"])  # both ConnectX-7
+    hca = sorted(p.name for p in (root / "sys/class/infiniband").iterdir())[0]
+    assert drifting(root) == set()
+
+    result = simnode.inject_faults(str(root), ALL_FAULTS)
+
+    assert drifting(root) == (
+        {("health.pcie_acs", bdf) for bdf in gpus + rdma}
+        | {("health.xgmi_links", bdf) for bdf in gpus[:2]}
+        | {("health.gpu_perf_level", bdf) for bdf in gpus}
+        | {("health.gpu_ras", gpus[0]), ("health.gpu_power_cap", gpus[0]), ("health.ib_counters", hca + "/1"),
+           ("health.memlock", "limits.d"), ("health.memlock", "systemd")})
+    assert governor.read_text() == "performance\n"  # only the files the faults decide were written
+    assert all(p.startswith(("sys/", "etc/")) for p in result["written"] + result["removed"])
+    assert simnode.read_marker(str(root))["spec"]["faults"]["gpu_power_cap_w"] == 600
+    simnode.reboot(str(root))
+    assert ("health.xgmi_links", gpus[0]) in drifting(root)  # a link that did not train stays down
+
+    simnode.inject_faults(str(root), dict(simnode.FAULT_DEFAULTS))
+    assert drifting(root) == set()
+
+
+def test_bad_injected_faults_are_refused_before_any_write(root: Path) -> None:
+    before = (root / simnode.MARKER).read_bytes()
+    with pytest.raises(simnode.SpecError) as caught:
+        simnode.inject_faults(str(root), {"gpu_power_cap_w": "lots", "pcie_acs": True})
+    assert "faults.gpu_power_cap_w" in str(caught.value) and "integer from 1 to 2000" in str(caught.value)
+    assert (root / simnode.MARKER).read_bytes() == before
+    assert drifting(root) == set()
