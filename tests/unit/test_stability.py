@@ -89,6 +89,31 @@ def test_ib_port_errors_above_the_threshold_are_drift(root: Path) -> None:
     assert statuses(run(root, ib_counter_max={"symbol_error": 20}), "ib_counters")[hca.name + "/1"] == "ok"
 
 
+@pytest.mark.parametrize("counter, tolerated, flagged", [
+    ("symbol_error", 10, 11), ("link_downed", 10, 11), ("port_rcv_errors", 10, 11), ("port_xmit_discards", 100, 101),
+])
+def test_default_ib_thresholds_tolerate_a_few_errors(root: Path, counter: str, tolerated: int, flagged: int) -> None:
+    """The defaults are infiniband-diags' error_thresholds: a fabric with a few errors since the counters were
+    cleared verifies ok, a count above the threshold is drift and names the counter."""
+    port = sorted((root / "sys/class/infiniband").iterdir())[0] / "ports/1/counters"
+    target = port.parent.parent.parent.name + "/1"
+    (port / counter).write_text(f"{tolerated}\n")
+    assert statuses(run(root), "ib_counters")[target] == "ok"
+    (port / counter).write_text(f"{flagged}\n")
+    found = [f for f in run(root) if f["id"] == "health.ib_counters" and f["target"] == target]
+    assert found[0]["status"] == "drift" and f"({counter})" in found[0]["remedy"]
+    assert f"{counter} <= {tolerated}" in found[0]["expected"]
+
+
+def test_an_ib_threshold_given_keeps_the_other_defaults(root: Path) -> None:
+    port = sorted((root / "sys/class/infiniband").iterdir())[0] / "ports/1/counters"
+    (port / "port_xmit_discards").write_text("60\n")
+    (port / "symbol_error").write_text("1\n")
+    found = run(root, ib_counter_max={"symbol_error": 0})
+    drift = [f for f in found if f["id"] == "health.ib_counters" and f["status"] == "drift"]
+    assert len(drift) == 1 and "(symbol_error)" in drift[0]["remedy"]  # 60 discards stay under the default 100
+
+
 def test_memlock_limits_gone_are_drift(root: Path) -> None:
     (root / "etc/security/limits.d/90-memlock.conf").write_text("* hard memlock 65536\n")
     (root / "etc/systemd/system.conf.d/90-memlock.conf").unlink()
@@ -112,7 +137,11 @@ def test_perf_level_and_power_cap_against_the_declared_values(root: Path) -> Non
 
 @pytest.mark.parametrize("config, words", [
     ({"nodetune_health_ib_counter_max": {"symbol_errors": 1}}, ["unknown counter 'symbol_errors'", "symbol_error"]),
-    ({"nodetune_health_ib_counter_max": {"link_downed": "many"}}, ["link_downed='many'", "whole number"]),
+    ({"nodetune_health_ib_counter_max": {"link_downed": "many"}},
+     ["nodetune_health_ib_counter_max.link_downed='many'", "whole number of errors, 0 or more"]),
+    ({"nodetune_health_ib_counter_max": {"port_xmit_discards": -5}},
+     ["nodetune_health_ib_counter_max.port_xmit_discards=-5", "0 or more (default 100)"]),
+    ({"nodetune_health_ib_counter_max": [10]}, ["nodetune_health_ib_counter_max=[10]", "port_xmit_discards"]),
     ({"nodetune_health_gpu_perf_level": "turbo"}, ["nodetune_health_gpu_perf_level='turbo'", "perf_determinism"]),
     ({"nodetune_health_gpu_power_cap_w": "lots"}, ["nodetune_health_gpu_power_cap_w='lots'", "watts"]),
     ({"nodetune_health_checks": ["xgmi"]}, ["unknown check 'xgmi'", "xgmi_links"]),
