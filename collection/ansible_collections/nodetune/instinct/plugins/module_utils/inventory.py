@@ -189,9 +189,8 @@ def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]]) 
             by_area.setdefault(_file_area(setting, areas), []).append(entry)
     out = []
     for area, entries in sorted(by_area.items()):
-        text = json.dumps({"version": 1, "settings": entries}, indent=1, sort_keys=True) + "\n"
-        out.append(Setting("check.expected", area, "%s/%s.json" % (CHECK_DIR, area), text, kind=FILE,
-                           compare="content", area=PERSIST, runtime=False,
+        out.append(Setting("check.expected", area, "%s/%s.json" % (CHECK_DIR, area), _settings_text(entries),
+                           kind=FILE, compare="content", area=PERSIST, runtime=False,
                            reason="the expected Settings nodetune-check compares between Ansible runs"))
     if expected:
         text = json.dumps({"version": 1, "expected": expected}, indent=1, sort_keys=True) + "\n"
@@ -203,3 +202,36 @@ def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]]) 
                            compare="content", area=PERSIST, runtime=False, mode=0o755,
                            reason="the node-local check a scheduler runs (Slurm HealthCheckProgram, NHC)"))
     return out
+
+
+def _settings_text(entries: List[Dict[str, Any]]) -> str:
+    return json.dumps({"version": 1, "settings": entries}, indent=1, sort_keys=True) + "\n"
+
+
+def at_effective(setting: Setting, effective: Dict[Tuple[str, str], str]) -> Optional[Setting]:
+    """The ``check.expected`` Setting of an area with each capped value ({(id, target): value read back}) in
+    place of the requested one, or None where none of its entries changes.
+
+    Apply calls it after a write the kernel accepted but capped (the IPoIB MTU under a smaller broadcast group),
+    so that the checker expects what the node has, and what the next run's plan asks for, from the first run on.
+    """
+    if setting.id != "check.expected" or setting.kind != FILE:
+        return None
+    try:
+        data = json.loads(setting.value)
+    except ValueError:
+        return None
+    entries = data.get("settings") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return None
+    changed = False
+    for entry in entries:
+        value = effective.get((entry.get("id"), entry.get("target")))
+        if value is not None and entry.get("value") != value:
+            entry["value"] = value
+            changed = True
+    if not changed:
+        return None
+    return Setting(setting.id, setting.target, setting.path, _settings_text(entries), kind=FILE,
+                   compare=setting.compare, area=setting.area, runtime=False, mode=setting.mode,
+                   reason=setting.reason + "; capped values as the kernel set them")
