@@ -18,7 +18,7 @@ import hashlib
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter, node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import DRIFT, OK, Finding
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     ABSENT,
@@ -198,7 +198,8 @@ def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]]) 
                            kind=FILE, compare="content", area=PERSIST, runtime=False,
                            reason="the declared inventory (%s) nodetune-check compares" % VARIABLE))
     if out:
-        out.append(Setting("check.program", "nodetune-check", CHECK_SCRIPT, node_check.script_text(), kind=FILE,
+        out.append(Setting("check.program", "nodetune-check", CHECK_SCRIPT,
+                           node_check.script_text(interpreter.shebang()), kind=FILE,
                            compare="content", area=PERSIST, runtime=False, mode=0o755,
                            reason="the node-local check a scheduler runs (Slurm HealthCheckProgram, NHC)"))
     return out

@@ -434,9 +434,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ rendering
-def script_text() -> str:
-    """This very file as the node's standalone checker."""
-    return "#!/usr/bin/env python3\n" + _own_source()
+def script_text(shebang: str) -> str:
+    """This very file as the node's standalone checker, run by the ``shebang`` line (interpreter.shebang)."""
+    return shebang + _own_source()
 
 
 def _own_source() -> str:
