@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter, node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import DRIFT, OK, Finding
+from ansible_collections.nodetune.instinct.plugins.module_utils.services import parse_state
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     ABSENT,
     FILE,
@@ -146,12 +147,16 @@ def check(root_path: str, health: Optional[Dict[str, Any]]) -> Tuple[List[Findin
 
 # ------------------------------------------------------------------------------------------------ nodetune-check
 def _check_entry(setting: Setting) -> Optional[Dict[str, Any]]:
-    """What nodetune-check compares for one Setting; services are left to verify (no systemctl at job
-    boundaries)."""
-    if setting.kind == SERVICE:
-        return None
+    """What nodetune-check compares for one Setting. Of a service only its enablement, which systemd's links show
+    (node_check.unit_enabled); whether it runs is left to verify (no systemctl at job boundaries)."""
     entry: Dict[str, Any] = {"id": setting.id, "target": setting.target, "path": setting.path,
                              "kind": setting.kind, "compare": setting.compare}
+    if setting.kind == SERVICE:
+        enabled = parse_state(setting.value).get("enabled")
+        if enabled not in ("yes", "no"):
+            return None
+        entry["value"] = "enabled=" + enabled
+        return entry
     if setting.id == "irq.nic_local" and setting.key:
         # IRQ numbers change across reboots, names do not: the file names the IRQ only by its action name, so
         # that it still matches the node after a reboot (verify compares this file's content).
