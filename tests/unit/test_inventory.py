@@ -200,7 +200,8 @@ def test_apply_renders_the_checker_and_its_expectations(tuned: tuple) -> None:
     assert "inventory.json" in names and "nvme.json" in names
     assert json.loads((check_dir / "inventory.json").read_text())["expected"] == EXPECTED
     script = root / inventory.CHECK_SCRIPT
-    assert os.access(script, os.X_OK) and script.read_text().startswith("#!/usr/bin/env python3\n")
+    # the interpreter the module ran under (here, in-process: this Python), not /usr/bin/env python3
+    assert os.access(script, os.X_OK) and script.read_text().startswith(f"#!{sys.executable}\n")
     attrs = [s for s in state.settings if s.kind == ATTR]
     listed = [e for p in check_dir.glob("*.json") if p.name != "inventory.json"
               for e in json.loads(p.read_text())["settings"]]
@@ -235,6 +236,35 @@ def test_the_checker_reports_drift_with_the_ids_verify_uses(tuned: tuple) -> Non
     assert nhc.returncode == 1
     assert nhc.stdout.splitlines() == [f"nodetune: {lines[0]} (+1 more: run nodetune-check)"]
     assert tree_digest(root) == before
+
+
+def test_the_checker_reads_unit_enablement_from_systemds_links(tuned: tuple) -> None:
+    """irqbalance disabled and nodetune-restore enabled, as apply left them, read from the links systemctl enable
+    makes (no systemctl): a package update that enables irqbalance again is drift, masking it is as good as
+    disabled, and a removed enablement link of nodetune-restore is drift too."""
+    root, state = tuned
+    services = {s.target: s.value for s in state.settings if s.kind == "service"}
+    assert services == {"irqbalance.service": "active=no,enabled=no", "nodetune-restore.service": "enabled=yes"}
+    listed = {e["target"]: e["value"] for p in (root / inventory.CHECK_DIR).glob("*.json") if p.name != "inventory.json"
+              for e in json.loads(p.read_text())["settings"] if e["kind"] == "service"}
+    assert listed == {"irqbalance.service": "enabled=no", "nodetune-restore.service": "enabled=yes"}
+    assert checker(root).returncode == 0
+    wants = root / "etc/systemd/system/multi-user.target.wants"
+    (wants / "irqbalance.service").symlink_to("/usr/lib/systemd/system/irqbalance.service")
+    done = checker(root)
+    assert (done.returncode, done.stdout.splitlines()) == (
+        1, ["irq.irqbalance irqbalance.service: expected enabled=no, found enabled=yes"])
+    verify_drift = {(f["id"], f["target"]) for f in run_audit(root, HEALTH)["findings"] if f["status"] == "drift"}
+    assert ("irq.irqbalance", "irqbalance.service") in verify_drift  # verify sees the same
+    (root / "etc/systemd/system/irqbalance.service").symlink_to("/dev/null")  # systemctl mask
+    assert checker(root).returncode == 0
+    (wants / "nodetune-restore.service").unlink()
+    assert checker(root).stdout.splitlines() == [
+        "persist.boot_restore nodetune-restore.service: expected enabled=yes, found enabled=no"]
+    runtime = root / "run/systemd/system/multi-user.target.wants"  # systemctl enable --runtime
+    runtime.mkdir(parents=True)
+    (runtime / "nodetune-restore.service").symlink_to("/etc/systemd/system/nodetune-restore.service")
+    assert checker(root).returncode == 0
 
 
 def test_the_checker_sees_an_edited_config_file_and_a_missing_gpu(tuned: tuple) -> None:

@@ -57,10 +57,9 @@ def test_a_capped_mtu_is_reported_with_its_remedy_and_verified_at_the_effective_
     for run in range(3):
         settings = load(str(root), AREAS).settings
         result = engine.apply(again.root, settings, services=again.services)
-        # The MTU is never rewritten. The first of these runs updates the node-local checker's expectation
-        # (check.d/infiniband.json, written by the first apply with the requested value) to the effective one.
-        changed = {action["id"] for action in result["actions"]}
-        assert changed == ({"check.expected"} if run == 0 else set()), run
+        # Nothing at all is rewritten: the first apply wrote the checker's expectation (check.d/infiniband.json)
+        # with the MTU the kernel capped the interface at, the value every later plan asks for.
+        assert (result["changed"], result["actions"]) == (False, []), run
     settings = load(str(root), AREAS).settings
     drift = [f for f in setting_findings(again.root, settings, again.services) if f.status != "ok"]
     assert drift == []
@@ -68,6 +67,26 @@ def test_a_capped_mtu_is_reported_with_its_remedy_and_verified_at_the_effective_
     from ansible_collections.nodetune.instinct.plugins.module_utils.area_persist import STATE_FILE
     restore = json.loads((root / (STATE_FILE % "infiniband")).read_text())["settings"]
     assert {e["target"]: e["value"] for e in restore if e["id"] == "ib.mtu"} == {"ib0": "4092", "ib1": "4092"}
+
+
+def test_the_node_local_checker_expects_the_capped_mtu_from_the_first_apply(tmp_path: Path) -> None:
+    """Between the first apply and the next Ansible run a scheduler runs nodetune-check: it must expect the MTU the
+    kernel set (2044, the 2K broadcast group minus the 4-byte IPoIB header), not report drift on a node apply just
+    tuned; and it still catches the MTU moving away from that."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils import node_check
+
+    root = capped_node(tmp_path)
+    state = load(str(root), AREAS)
+    result = engine.apply(state.root, state.settings, services=state.services)
+    expected = json.loads((root / node_check.CONFIG_DIR / "infiniband.json").read_text())["settings"]
+    assert {e["target"]: e["value"] for e in expected if e["id"] == "ib.mtu"} == {"ib0": "2044", "ib1": "4092"}
+    checker_files = sorted(a["target"] for a in result["actions"] if a["id"] == "check.expected")
+    assert checker_files == ["infiniband", "persist"]  # infiniband.json reported once, as written last
+    assert node_check.problems(str(root)) == []
+    assert [f for f in setting_findings(state.root, load(str(root), AREAS).settings, state.services)
+            if f.status != "ok"] == []
+    (root / "sys/class/net/ib0/mtu").write_text("1500\n")
+    assert node_check.problems(str(root)) == ["ib.mtu ib0: expected 2044, found 1500"]
 
 
 def test_once_the_cap_is_gone_the_requested_mtu_is_asked_for_again(tmp_path: Path) -> None:

@@ -22,7 +22,14 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas, engine, node, rank_bind, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils import (
+    areas,
+    engine,
+    interpreter,
+    node,
+    rank_bind,
+    verify,
+)
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist, parse_cpulist
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
@@ -201,7 +208,7 @@ def test_the_launcher_really_binds_and_execs_without_a_shell(tmp_path: Path) -> 
              for i, cpu in enumerate(allowed[:2])]
     table.write_text(rank_bind.table_text(ranks))
     launcher = tmp_path / "nodetune-bind"
-    launcher.write_text(rank_bind.script_text(str(table)))
+    launcher.write_text(rank_bind.script_text(str(table), interpreter.shebang()))
     probe = ("import json, os, sys; print(json.dumps({'cpus': sorted(os.sched_getaffinity(0)), 'args': sys.argv[1:],"
              " 'env': {k: os.environ.get(k) for k in ('GOMP_CPU_AFFINITY', 'OMP_NUM_THREADS', 'NCCL_IB_HCA', 'KEEP')}"
              "}))")
@@ -289,7 +296,7 @@ def test_the_launcher_drops_an_inherited_gomp_cpu_affinity(tmp_path: Path) -> No
     table.write_text(rank_bind.table_text([{"rank": 0, "gpu": "0000:05:00.0", "numa_node": None, "cpus": allowed,
                                             "env": {"OMP_NUM_THREADS": str(len(allowed))}}]))
     launcher = tmp_path / "nodetune-bind"
-    launcher.write_text(rank_bind.script_text(str(table)))
+    launcher.write_text(rank_bind.script_text(str(table), interpreter.shebang()))
     env = {"PATH": os.defpath, "LOCAL_RANK": "0", "GOMP_CPU_AFFINITY": format_cpulist(allowed)}
     result = subprocess.run([sys.executable, str(launcher), "--", sys.executable, "-c", GOMP_PROBE],
                             capture_output=True, text=True, timeout=120, env=env, check=False)
@@ -409,4 +416,4 @@ def test_the_module_renders_what_verify_expects(tmp_path: Path) -> None:
     state = node.load(str(root), areas)
     assert {s.id for s in state.settings} >= {"rocm.env", "rocm.ranks", "rocm.bind"}
     assert [f.target for f in verify.verify_settings(state, areas) if f.status == "drift"] == []
-    assert (root / LAUNCHER).read_text() == rank_bind.script_text("/" + TABLE)
+    assert (root / LAUNCHER).read_text() == rank_bind.script_text("/" + TABLE, interpreter.shebang())

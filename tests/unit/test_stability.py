@@ -89,6 +89,31 @@ def test_ib_port_errors_above_the_threshold_are_drift(root: Path) -> None:
     assert statuses(run(root, ib_counter_max={"symbol_error": 20}), "ib_counters")[hca.name + "/1"] == "ok"
 
 
+@pytest.mark.parametrize("counter, tolerated, flagged", [
+    ("symbol_error", 10, 11), ("link_downed", 10, 11), ("port_rcv_errors", 10, 11), ("port_xmit_discards", 100, 101),
+])
+def test_default_ib_thresholds_tolerate_a_few_errors(root: Path, counter: str, tolerated: int, flagged: int) -> None:
+    """The defaults are infiniband-diags' error_thresholds: a fabric with a few errors since the counters were
+    cleared verifies ok, a count above the threshold is drift and names the counter."""
+    port = sorted((root / "sys/class/infiniband").iterdir())[0] / "ports/1/counters"
+    target = port.parent.parent.parent.name + "/1"
+    (port / counter).write_text(f"{tolerated}\n")
+    assert statuses(run(root), "ib_counters")[target] == "ok"
+    (port / counter).write_text(f"{flagged}\n")
+    found = [f for f in run(root) if f["id"] == "health.ib_counters" and f["target"] == target]
+    assert found[0]["status"] == "drift" and f"({counter})" in found[0]["remedy"]
+    assert f"{counter} <= {tolerated}" in found[0]["expected"]
+
+
+def test_an_ib_threshold_given_keeps_the_other_defaults(root: Path) -> None:
+    port = sorted((root / "sys/class/infiniband").iterdir())[0] / "ports/1/counters"
+    (port / "port_xmit_discards").write_text("60\n")
+    (port / "symbol_error").write_text("1\n")
+    found = run(root, ib_counter_max={"symbol_error": 0})
+    drift = [f for f in found if f["id"] == "health.ib_counters" and f["status"] == "drift"]
+    assert len(drift) == 1 and "(symbol_error)" in drift[0]["remedy"]  # 60 discards stay under the default 100
+
+
 def test_memlock_limits_gone_are_drift(root: Path) -> None:
     (root / "etc/security/limits.d/90-memlock.conf").write_text("* hard memlock 65536\n")
     (root / "etc/systemd/system.conf.d/90-memlock.conf").unlink()
@@ -112,7 +137,11 @@ def test_perf_level_and_power_cap_against_the_declared_values(root: Path) -> Non
 
 @pytest.mark.parametrize("config, words", [
     ({"nodetune_health_ib_counter_max": {"symbol_errors": 1}}, ["unknown counter 'symbol_errors'", "symbol_error"]),
-    ({"nodetune_health_ib_counter_max": {"link_downed": "many"}}, ["link_downed='many'", "whole number"]),
+    ({"nodetune_health_ib_counter_max": {"link_downed": "many"}},
+     ["nodetune_health_ib_counter_max.link_downed='many'", "whole number of errors, 0 or more"]),
+    ({"nodetune_health_ib_counter_max": {"port_xmit_discards": -5}},
+     ["nodetune_health_ib_counter_max.port_xmit_discards=-5", "0 or more (default 100)"]),
+    ({"nodetune_health_ib_counter_max": [10]}, ["nodetune_health_ib_counter_max=[10]", "port_xmit_discards"]),
     ({"nodetune_health_gpu_perf_level": "turbo"}, ["nodetune_health_gpu_perf_level='turbo'", "perf_determinism"]),
     ({"nodetune_health_gpu_power_cap_w": "lots"}, ["nodetune_health_gpu_power_cap_w='lots'", "watts"]),
     ({"nodetune_health_checks": ["xgmi"]}, ["unknown check 'xgmi'", "xgmi_links"]),
@@ -160,9 +189,10 @@ FAULTS = [  # spec option, the finding it breaks, the variables that check needs
     ({"pcie_acs": True}, "health.pcie_acs", {}),
     ({"xgmi_link_down": True}, "health.xgmi_links", {}),
     ({"gpu_ras_uncorrectable": 3}, "health.gpu_ras", {}),
-    ({"ib_symbol_errors": 7}, "health.ib_counters", {}),
+    ({"ib_symbol_errors": 50}, "health.ib_counters", {}),
     ({"memlock": 65536}, "health.memlock", {}),
     ({"gpu_perf_level": "manual"}, "health.gpu_perf_level", {"gpu_perf_level": "auto"}),
+    ({"gpu_power_cap_w": 600}, "health.gpu_power_cap", {"gpu_power_cap_w": 750}),
 ]
 
 
@@ -189,3 +219,49 @@ def test_bad_faults_are_refused() -> None:
         simnode.load_spec(dict(SPEC, faults={"pcie_acs": "maybe", "gpu_perf_level": "turbo", "fan": 1}))
     text = str(caught.value)
     assert "faults.pcie_acs" in text and "faults.gpu_perf_level" in text and "unknown key 'fan'" in text
+
+
+ALL_FAULTS = dict(kv for faults, _id, _cfg in FAULTS for kv in faults.items())
+DECLARED = {"gpu_perf_level": "auto", "gpu_power_cap_w": 750}  # the simulated MI300X boards as built
+
+
+def drifting(root: Path) -> set:
+    return {(f["id"], f["target"]) for f in run(root, **DECLARED) if f["status"] == "drift"}
+
+
+def test_faults_injected_in_place_break_each_check_and_keep_the_rest(root: Path) -> None:
+    """simnode.inject_faults (what the Molecule drift scenario uses) on a node that was changed after it was built:
+    every check breaks on the expected targets only, the other change stays, a reboot keeps the faults, and the
+    healthy defaults repair them."""
+    governor = root / "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor"
+    governor.write_text("performance\n")
+    gpus = sorted(g["bdf"] for g in SPEC["gpus"])
+    rdma = sorted(n["bdf"] for n in SPEC["nics"])  # both ConnectX-7
+    hca = sorted(p.name for p in (root / "sys/class/infiniband").iterdir())[0]
+    assert drifting(root) == set()
+
+    result = simnode.inject_faults(str(root), ALL_FAULTS)
+
+    assert drifting(root) == (
+        {("health.pcie_acs", bdf) for bdf in gpus + rdma}
+        | {("health.xgmi_links", bdf) for bdf in gpus[:2]}
+        | {("health.gpu_perf_level", bdf) for bdf in gpus}
+        | {("health.gpu_ras", gpus[0]), ("health.gpu_power_cap", gpus[0]), ("health.ib_counters", hca + "/1"),
+           ("health.memlock", "limits.d"), ("health.memlock", "systemd")})
+    assert governor.read_text() == "performance\n"  # only the files the faults decide were written
+    assert all(p.startswith(("sys/", "etc/")) for p in result["written"] + result["removed"])
+    assert simnode.read_marker(str(root))["spec"]["faults"]["gpu_power_cap_w"] == 600
+    simnode.reboot(str(root))
+    assert ("health.xgmi_links", gpus[0]) in drifting(root)  # a link that did not train stays down
+
+    simnode.inject_faults(str(root), dict(simnode.FAULT_DEFAULTS))
+    assert drifting(root) == set()
+
+
+def test_bad_injected_faults_are_refused_before_any_write(root: Path) -> None:
+    before = (root / simnode.MARKER).read_bytes()
+    with pytest.raises(simnode.SpecError) as caught:
+        simnode.inject_faults(str(root), {"gpu_power_cap_w": "lots", "pcie_acs": True})
+    assert "faults.gpu_power_cap_w" in str(caught.value) and "integer from 1 to 2000" in str(caught.value)
+    assert (root / simnode.MARKER).read_bytes() == before
+    assert drifting(root) == set()

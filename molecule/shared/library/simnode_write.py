@@ -32,6 +32,13 @@ options:
     description: Unit name to the wanted state, for example C({irqbalance.service: {enabled: "yes", active: "yes"}}).
     type: dict
     default: {}
+  faults:
+    description:
+      - Hardware and image faults to inject in place (the spec's C(faults) keys, for example C({pcie_acs: true})),
+        through the lab's C(simnode.inject_faults): only the files those faults decide are rewritten, the rest of
+        the node (tuning, other drift) is kept. The healthy defaults (C(pcie_acs: false), ...) repair them.
+    type: dict
+    default: {}
 author:
   - nodetune contributors
 """
@@ -52,7 +59,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
-from ansible_collections.nodetune.lab.plugins.module_utils.simnode import MARKER
+from ansible_collections.nodetune.lab.plugins.module_utils.simnode import MARKER, SpecError, inject_faults
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 
 
@@ -62,6 +69,7 @@ def main():
             root=dict(type="path", required=True),
             writes=dict(type="list", elements="dict", default=[]),
             services=dict(type="dict", default={}),
+            faults=dict(type="dict", default={}),
         ),
         supports_check_mode=False,
     )
@@ -81,7 +89,11 @@ def main():
             before[unit] = services.state(unit)
             services.set_state(unit, dict((k, str(v)) for k, v in wanted.items()))
             after[unit] = services.state(unit)
-    except (KeyError, NodeFileError) as exc:
+        if module.params["faults"]:
+            result = inject_faults(path, module.params["faults"])
+            before["faults"] = []  # the paths the faults rewrote or removed: none before
+            after["faults"] = result["written"] + result["removed"]
+    except (KeyError, NodeFileError, SpecError) as exc:
         module.fail_json(msg=f"simulated write failed: {exc}", before=before, after=after)
     module.exit_json(changed=before != after, before=before, after=after)
 

@@ -25,7 +25,7 @@ import re
 from typing import Any, Dict, List, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
-from ansible_collections.nodetune.instinct.plugins.module_utils import owned_paths, rank_bind
+from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter, owned_paths, rank_bind
 from ansible_collections.nodetune.instinct.plugins.module_utils import rocm_catalog as catalog
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Context,
@@ -261,7 +261,8 @@ def bind_settings(ctx: Context, bind: bool, names: List[str], user: Dict[str, st
         Setting("rocm.ranks", "table", table, rank_bind.table_text(entries), kind=FILE, compare="content",
                 area=AREA, runtime=False,
                 reason="nodetune-bind reads each local rank's CPUs, memory node and environment here"),
-        Setting("rocm.bind", "launcher", paths["nodetune_rocm_bind_file"], rank_bind.script_text(table), kind=FILE,
-                compare="content", area=AREA, runtime=False, mode=0o755,
+        Setting("rocm.bind", "launcher", paths["nodetune_rocm_bind_file"],
+                rank_bind.script_text(table, interpreter.shebang()), kind=FILE, compare="content", area=AREA,
+                runtime=False, mode=0o755,
                 reason="runs each local rank on its GPU's CPUs and memory node: nodetune-bind -- python train.py"),
     ]

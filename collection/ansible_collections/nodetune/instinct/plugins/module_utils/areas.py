@@ -1238,13 +1238,23 @@ ROLES['verify'] = {
         },
         'nodetune_health_ib_counter_max': {
             'type': 'dict',
-            'default': {'symbol_error': 0, 'link_downed': 0, 'port_rcv_errors': 0, 'port_xmit_discards': 0},
+            'default': {'symbol_error': 10, 'link_downed': 10, 'port_rcv_errors': 10, 'port_xmit_discards': 100},
             'description': [
                 (
                     'The most errors each InfiniBand port counter (C(ports/N/counters/<name>)) may show before '
-                    'C(health.ib_counters) drifts; the counters count since they were last cleared, so raise '
-                    'them on a fabric with known noise. Keys: C(symbol_error), C(link_downed), '
-                    'C(port_rcv_errors), C(port_xmit_discards).'
+                    'C(health.ib_counters) drifts (a count above it is drift). Keys: C(symbol_error), '
+                    'C(link_downed), C(port_rcv_errors), C(port_xmit_discards), each a whole number, 0 or more; '
+                    'a key left out keeps its default.'
+                ),
+                (
+                    'The defaults are the thresholds infiniband-diags ships for C(ibqueryerrors) and '
+                    'C(ibcheckerrs) (rdma-core C(infiniband-diags/etc/error_thresholds): C(SymbolErrorCounter=10), '
+                    'C(LinkDownedCounter=10), C(PortRcvErrors=10), C(PortXmitDiscards=100); '
+                    'https://github.com/linux-rdma/rdma-core/blob/master/infiniband-diags/etc/error_thresholds). '
+                    'Without a threshold file C(ibqueryerrors) reports any non-zero count, which a healthy fabric '
+                    'does not keep: transmit discards come with congestion and a few symbol errors with long-lived '
+                    'optical links. The counters count since they were last cleared (C(perfquery -x -R)); set 0 '
+                    'for a zero-tolerance check right after clearing them.'
                 ),
             ],
         },

@@ -21,6 +21,7 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import inventory
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import _classify as classify_os_error
 from ansible_collections.nodetune.instinct.plugins.module_utils.services import format_state, parse_state
@@ -430,22 +431,17 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
         save_journal(root, journal)  # the baseline is safe on disk before the first write
         done: List[Action] = []
         for action in actions:
-            try:
-                if fault is not None:
-                    fault(action.setting)
-                _write(root, action.setting, services)
-            except (NodeFileError, OSError) as exc:
-                rolled, problems = _rollback(root, done, before_run, services)
-                if not problems:
-                    _forget_run(root, journal_before, journal)
-                raise ApplyError("%s: writing %r to %s failed: %s. Restored %d earlier change(s) of this run%s."
-                                 % (action.setting.uid, action.setting.value if action.setting.kind != FILE
-                                    else "<file>", action.setting.target if action.setting.kind == SERVICE
-                                    else "/" + action.setting.path, exc, len(rolled),
-                                    "" if not problems else "; could NOT restore: " + "; ".join(problems)),
-                                 action.setting, rolled, problems) from exc
+            _write_or_roll_back(root, action, done, before_run, services, fault, journal_before, journal)
             done.append(action)
         checked = unconfirmed(root, [a.setting for a in done], services)
+        for action in _check_files_at_effective(root, settings, done, checked, services):
+            key = _baseline_key(action.setting)
+            if key not in before_run:  # not written earlier in this run: its baseline goes to disk first
+                before_run[key] = _snapshot(root, action.setting, services)
+                baseline.setdefault(key, before_run[key])
+                save_journal(root, journal)
+            _write_or_roll_back(root, action, done, before_run, services, fault, journal_before, journal)
+            done = [a for a in done if a.setting.uid != action.setting.uid] + [action]
         _remember_effective(journal, done, checked)
         journal["runs"] = (journal.get("runs", []) + [{
             "time": _now(), "changed": [a.setting.uid for a in done]}])[-MAX_RUNS_KEPT:]
@@ -454,6 +450,48 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
     result["diff"] = diff_text(done)
     result["unconfirmed"] = checked
     return result
+
+
+def _write_or_roll_back(root: Root, action: Action, done: List[Action], before_run: Dict[str, Dict[str, Any]],
+                        services: Any, fault: Optional[Callable[[Setting], None]], journal_before: Optional[str],
+                        journal: Dict[str, Any]) -> None:
+    """Write one action; on failure put back this run's earlier writes and raise ApplyError saying so."""
+    try:
+        if fault is not None:
+            fault(action.setting)
+        _write(root, action.setting, services)
+    except (NodeFileError, OSError) as exc:
+        rolled, problems = _rollback(root, done, before_run, services)
+        if not problems:
+            _forget_run(root, journal_before, journal)
+        raise ApplyError("%s: writing %r to %s failed: %s. Restored %d earlier change(s) of this run%s."
+                         % (action.setting.uid, action.setting.value if action.setting.kind != FILE
+                            else "<file>", action.setting.target if action.setting.kind == SERVICE
+                            else "/" + action.setting.path, exc, len(rolled),
+                            "" if not problems else "; could NOT restore: " + "; ".join(problems)),
+                         action.setting, rolled, problems) from exc
+
+
+# Settings whose next plan asks for the value the kernel capped them at (area_infiniband.kernel_capped_mtu):
+# the node-local checker's files take that value in the same run, so the next run has nothing to change.
+VERIFIED_AT_EFFECTIVE = ("ib.mtu",)
+
+
+def _check_files_at_effective(root: Root, settings: List[Setting], done: List[Action],
+                              checked: List[Dict[str, Any]], services: Any) -> List[Action]:
+    """The check.expected files to rewrite with the values the kernel capped this run's writes at."""
+    effective = dict(((item["id"], item["target"]), item["actual"]) for item in checked
+                     if item["id"] in VERIFIED_AT_EFFECTIVE and item["actual"] is not None)
+    if not effective:
+        return []
+    before = dict((a.setting.uid, a.before) for a in done)
+    out = []
+    for setting in settings:
+        patched = inventory.at_effective(setting, effective)
+        if patched is not None and read_current(root, patched, services) != desired(patched):
+            out.append(Action(patched, before.get(setting.uid, read_current(root, setting, services)),
+                              desired(patched)))
+    return out
 
 
 def _replanned(result: Dict[str, Any], actions: List[Action]) -> Dict[str, Any]:

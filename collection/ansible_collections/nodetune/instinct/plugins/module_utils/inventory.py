@@ -18,9 +18,10 @@ import hashlib
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter, node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import DRIFT, OK, Finding
 from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
+from ansible_collections.nodetune.instinct.plugins.module_utils.services import parse_state
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     ABSENT,
     FILE,
@@ -147,12 +148,16 @@ def check(root_path: str, health: Optional[Dict[str, Any]]) -> Tuple[List[Findin
 
 # ------------------------------------------------------------------------------------------------ nodetune-check
 def _check_entry(setting: Setting) -> Optional[Dict[str, Any]]:
-    """What nodetune-check compares for one Setting; services are left to verify (no systemctl at job
-    boundaries)."""
-    if setting.kind == SERVICE:
-        return None
+    """What nodetune-check compares for one Setting. Of a service only its enablement, which systemd's links show
+    (node_check.unit_enabled); whether it runs is left to verify (no systemctl at job boundaries)."""
     entry: Dict[str, Any] = {"id": setting.id, "target": setting.target, "path": setting.path,
                              "kind": setting.kind, "compare": setting.compare}
+    if setting.kind == SERVICE:
+        enabled = parse_state(setting.value).get("enabled")
+        if enabled not in ("yes", "no"):
+            return None
+        entry["value"] = "enabled=" + enabled
+        return entry
     if setting.id == "irq.nic_local" and setting.key:
         # IRQ numbers change across reboots, names do not: the file names the IRQ only by its action name, so
         # that it still matches the node after a reboot (verify compares this file's content).
@@ -190,9 +195,8 @@ def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]]) 
             by_area.setdefault(_file_area(setting, areas), []).append(entry)
     out = []
     for area, entries in sorted(by_area.items()):
-        text = one_per_line({"version": 1, "settings": entries}, "settings", sort_keys=True)
-        out.append(Setting("check.expected", area, "%s/%s.json" % (CHECK_DIR, area), text, kind=FILE,
-                           compare="content", area=PERSIST, runtime=False,
+        out.append(Setting("check.expected", area, "%s/%s.json" % (CHECK_DIR, area), _settings_text(entries),
+                           kind=FILE, compare="content", area=PERSIST, runtime=False,
                            reason="the expected Settings nodetune-check compares between Ansible runs"))
     if expected:
         text = json.dumps({"version": 1, "expected": expected}, indent=1, sort_keys=True) + "\n"
@@ -200,7 +204,41 @@ def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]]) 
                            kind=FILE, compare="content", area=PERSIST, runtime=False,
                            reason="the declared inventory (%s) nodetune-check compares" % VARIABLE))
     if out:
-        out.append(Setting("check.program", "nodetune-check", CHECK_SCRIPT, node_check.script_text(), kind=FILE,
+        out.append(Setting("check.program", "nodetune-check", CHECK_SCRIPT,
+                           node_check.script_text(interpreter.shebang()), kind=FILE,
                            compare="content", area=PERSIST, runtime=False, mode=0o755,
                            reason="the node-local check a scheduler runs (Slurm HealthCheckProgram, NHC)"))
     return out
+
+
+def _settings_text(entries: List[Dict[str, Any]]) -> str:
+    return one_per_line({"version": 1, "settings": entries}, "settings", sort_keys=True)
+
+
+def at_effective(setting: Setting, effective: Dict[Tuple[str, str], str]) -> Optional[Setting]:
+    """The ``check.expected`` Setting of an area with each capped value ({(id, target): value read back}) in
+    place of the requested one, or None where none of its entries changes.
+
+    Apply calls it after a write the kernel accepted but capped (the IPoIB MTU under a smaller broadcast group),
+    so that the checker expects what the node has, and what the next run's plan asks for, from the first run on.
+    """
+    if setting.id != "check.expected" or setting.kind != FILE:
+        return None
+    try:
+        data = json.loads(setting.value)
+    except ValueError:
+        return None
+    entries = data.get("settings") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return None
+    changed = False
+    for entry in entries:
+        value = effective.get((entry.get("id"), entry.get("target")))
+        if value is not None and entry.get("value") != value:
+            entry["value"] = value
+            changed = True
+    if not changed:
+        return None
+    return Setting(setting.id, setting.target, setting.path, _settings_text(entries), kind=FILE,
+                   compare=setting.compare, area=setting.area, runtime=False, mode=setting.mode,
+                   reason=setting.reason + "; capped values as the kernel set them")

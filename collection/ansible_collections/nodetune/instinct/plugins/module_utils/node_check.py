@@ -63,6 +63,7 @@ _VENDOR_AMD = "0x1002"
 _VENDOR_NVIDIA = "0x10de"
 _KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
 _KFD_LINK_XGMI = "11"
+SYSTEMD_CONFIG_DIRS = ("etc/systemd/system", "run/systemd/system")  # enablement links (runtime ones in run/)
 
 
 class CheckConfigError(Exception):
@@ -314,9 +315,36 @@ def _irq_numbers(root: str, names: List[str]) -> Dict[str, int]:
     return numbers
 
 
+def _masked(root: str, base: str, unit: str) -> bool:
+    """``systemctl mask``: the unit's name in a config folder is a link to /dev/null (or an empty file)."""
+    path = os.path.join(root, base, unit)
+    try:
+        if os.path.islink(path):
+            return os.readlink(path) == "/dev/null"
+        return os.path.isfile(path) and os.path.getsize(path) == 0
+    except OSError:
+        return False
+
+
+def unit_enabled(root: str, unit: str) -> str:
+    """``yes`` or ``no``, as verify counts systemctl is-enabled (``enabled``, ``enabled-runtime``: yes; masked,
+    disabled, not installed: no), read from systemd's links alone (no systemctl, no D-Bus at job boundaries): a
+    link named after the unit in a ``*.wants/`` or ``*.requires/`` folder of /etc/systemd/system or
+    /run/systemd/system (where systemctl enable puts it, systemd.unit(5)), unless the unit is masked there."""
+    if any(_masked(root, base, unit) for base in SYSTEMD_CONFIG_DIRS):
+        return "no"
+    for base in SYSTEMD_CONFIG_DIRS:
+        for name in _listdir(root, base):
+            if name.endswith((".wants", ".requires")) and os.path.lexists(os.path.join(root, base, name, unit)):
+                return "yes"
+    return "no"
+
+
 def _current(root: str, entry: Dict[str, Any], irqs: Dict[str, int]) -> Optional[str]:
     kind = entry["kind"]
     path = entry.get("path") or ""
+    if kind == "service":
+        return "enabled=" + unit_enabled(root, entry["target"])
     if entry.get("irq_name"):
         number = irqs.get(entry["irq_name"])
         if number is None:
@@ -434,9 +462,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ rendering
-def script_text() -> str:
-    """This very file as the node's standalone checker."""
-    return "#!/usr/bin/env python3\n" + _own_source()
+def script_text(shebang: str) -> str:
+    """This very file as the node's standalone checker, run by the ``shebang`` line (interpreter.shebang)."""
+    return shebang + _own_source()
 
 
 def _own_source() -> str:

@@ -276,11 +276,12 @@ def main(argv: Optional[List[str]] = None) -> int:
 _TABLE_LINE = re.compile(r"^DEFAULT_TABLE = .*$", re.MULTILINE)
 
 
-def script_text(table_path: str) -> str:
-    """This very file as the node's standalone launcher, naming ``table_path`` as its default table."""
+def script_text(table_path: str, shebang: str) -> str:
+    """This very file as the node's standalone launcher, naming ``table_path`` as its default table and run by the
+    ``shebang`` line (interpreter.shebang)."""
     source = _own_source()
     line = "DEFAULT_TABLE = %s  # the rendered launcher names its node's table here" % json.dumps(table_path)
-    return "#!/usr/bin/env python3\n" + _TABLE_LINE.sub(lambda _match: line, source, count=1)
+    return shebang + _TABLE_LINE.sub(lambda _match: line, source, count=1)
 
 
 def _own_source() -> str:

@@ -16,7 +16,7 @@ AMD's guides name, each with its source.
   PCI device (Documentation/gpu/amdgpu/ras.rst); any uncorrectable error is drift, correctable ones are shown.
 - ``health.ib_counters``: InfiniBand port error counters ``ports/N/counters/{symbol_error, link_downed,
   port_rcv_errors, port_xmit_discards}`` (Documentation/ABI/stable/sysfs-class-infiniband) above
-  ``nodetune_health_ib_counter_max``.
+  ``nodetune_health_ib_counter_max`` (default: infiniband-diags' error_thresholds, 10/10/10/100).
 - ``health.memlock``: RDMA registers (pins) memory, so the max locked memory must be unlimited for jobs: the
   ``memlock`` entries for ``*`` of /etc/security/limits.conf and limits.d/*.conf (limits.conf(5): soft and hard) and
   systemd's ``DefaultLimitMEMLOCK`` in system.conf / system.conf.d (systemd-system.conf(5)), for services such as
@@ -47,7 +47,11 @@ CHECKS = ("pcie_acs", "xgmi_links", "gpu_ras", "ib_counters", "memlock", "gpu_pe
 ACS_CAP_ID = 0x000D  # PCIe extended capability id of Access Control Services
 EXT_CAP_START = 0x100
 IB_COUNTERS = ("symbol_error", "link_downed", "port_rcv_errors", "port_xmit_discards")
-DEFAULT_IB_COUNTER_MAX = dict((name, 0) for name in IB_COUNTERS)
+# The thresholds infiniband-diags ships for ibqueryerrors/ibcheckerrs (rdma-core infiniband-diags/etc/
+# error_thresholds: SymbolErrorCounter=10, LinkDownedCounter=10, PortRcvErrors=10, PortXmitDiscards=100); with no
+# threshold file ibqueryerrors reports any non-zero count, which a real fabric never stays at (discards come with
+# congestion, a few symbol errors with every optical link over months).
+DEFAULT_IB_COUNTER_MAX = {"symbol_error": 10, "link_downed": 10, "port_rcv_errors": 10, "port_xmit_discards": 100}
 PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_min_sclk", "profile_min_mclk",
                "profile_peak", "perf_determinism")
 UNLIMITED = ("unlimited", "infinity", "-1")
@@ -352,8 +356,8 @@ def validate(ctx: Any, config: Dict[str, Any], out: Dict[str, Any]) -> None:
                     ctx.error("nodetune_health_ib_counter_max has unknown counter %r: valid counters are %s"
                               % (key, ", ".join(IB_COUNTERS)))
                 elif isinstance(value, bool) or not str(value).strip().isdigit():
-                    ctx.error("nodetune_health_ib_counter_max.%s=%r is not valid: expected a whole number"
-                              % (key, value))
+                    ctx.error("nodetune_health_ib_counter_max.%s=%r is not valid: expected a whole number of "
+                              "errors, 0 or more (default %d)" % (key, value, DEFAULT_IB_COUNTER_MAX[key]))
                 else:
                     limits[key] = int(str(value).strip())
     out["ib_counter_max"] = limits

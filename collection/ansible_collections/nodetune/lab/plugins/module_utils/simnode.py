@@ -61,8 +61,10 @@ Spec (YAML or a dict; every key optional unless marked; unknown keys are errors)
             irq_vectors (Ethernet), enhanced_ipoib, link, aspm}]
     nvme: [{model: P5800X|PM1733|CM7-R, bdf (required), numa_node, switch, max_queues, size_gb, link, aspm}]
     faults: {pcie_acs: false, xgmi_link_down: false, gpu_ras_uncorrectable: 0, ib_symbol_errors: 0,
-             memlock: unlimited|KiB, gpu_perf_level: auto, compute_partition: SPX, memory_partition: NPS1}
-                              what verify's health/inventory checks read; healthy by default, each breaks one
+             memlock: unlimited|KiB, gpu_perf_level: auto, gpu_power_cap_w: null (the model's cap),
+             compute_partition: SPX, memory_partition: NPS1}
+                              what verify's health/inventory checks read; healthy by default, each breaks one;
+                              :func:`inject_faults` breaks a built (and tuned) node in place
 
 PCI addresses decide placement: with S sockets there are 4*S root complexes of 256/(4*S) buses each (socket s
 owns complexes 4s..4s+3; with NPS4 each is its own NUMA node). A device's ``numa_node`` is checked against its bus
@@ -472,6 +474,7 @@ FAULT_DEFAULTS: Dict[str, Any] = {
     "ib_symbol_errors": 0,  # symbol_error count of the first RDMA port
     "memlock": "unlimited",  # or KiB: limits.d and systemd's DefaultLimitMEMLOCK
     "gpu_perf_level": "auto",  # power_dpm_force_performance_level of every GPU
+    "gpu_power_cap_w": None,  # watts: the first GPU's hwmon power1_cap (None: the model's cap)
     "compute_partition": "SPX",  # MI300-series current_compute_partition
     "memory_partition": "NPS1",  # MI300-series current_memory_partition
 }
@@ -489,6 +492,8 @@ def _normalize_faults(check: _Checker, raw: Any) -> Dict[str, Any]:
             out[key] = check.integer("faults." + key, data[key], 0, 1 << 31)
     if "memlock" in data and data["memlock"] != "unlimited":
         out["memlock"] = check.integer("faults.memlock", data["memlock"], 0, 1 << 40)
+    if data.get("gpu_power_cap_w") is not None:
+        out["gpu_power_cap_w"] = check.integer("faults.gpu_power_cap_w", data["gpu_power_cap_w"], 1, 2000)
     if "gpu_perf_level" in data:
         out["gpu_perf_level"] = check.choice("faults.gpu_perf_level", data["gpu_perf_level"], _PERF_LEVELS)
     for key, modes in (("compute_partition", ("SPX", "DPX", "QPX", "CPX")), ("memory_partition", ("NPS1", "NPS4"))):
@@ -1831,7 +1836,8 @@ def _emit_gpus(tree: _Tree, m: _Machine) -> None:
             tree.f("%s/temp%d_emergency" % (h, sensor), emergency * 1000)
         tree.f(h + "/temp2_emergency", 110000)
         tree.f(h + "/power1_average", gpu.spec["power_w"] * 1000000)
-        tree.f(h + "/power1_cap", model["power_cap_w"] * 1000000, 0o644)
+        cap_w = spec["faults"]["gpu_power_cap_w"] if index == 0 else None
+        tree.f(h + "/power1_cap", (cap_w or model["power_cap_w"]) * 1000000, 0o644)
         tree.f(h + "/power1_cap_max", model["power_cap_w"] * 1000000)
         tree.link(h + "/device", p)
         tree.link(h + "/subsystem", "sys/class/hwmon")
@@ -2672,6 +2678,57 @@ def _sync_runtime(tree: _Tree, real: str, check_only: bool) -> List[str]:
             if not check_only:
                 os.symlink(target, os.path.join(real, path))
     return sorted(set(changes))
+
+
+# ============================================================================================ faults in place
+def _model_tree(spec: Dict[str, Any], real: str) -> _Tree:
+    """Every file the generator makes for ``spec`` (runtime at the node's current boot state, and persistent)."""
+    tree = _generate(spec, _read_boot_state(real))[0]
+    persistent = _persistent_files(spec)
+    tree.files.update(persistent.files)
+    tree.links.update(persistent.links)
+    tree.dirs.update(persistent.dirs)
+    return tree
+
+
+def inject_faults(dest: str, faults: Dict[str, Any]) -> Dict[str, Any]:
+    """Break a built node in place, the way the spec's ``faults`` (:data:`FAULT_DEFAULTS`) would have at build.
+
+    Only the paths whose content the faults decide are written (the difference between the trees generated with
+    the old and the new faults), so whatever else changed on the node (tuning applied, other drift) stays as it
+    is. The stored spec takes the new faults: a reboot keeps them, as a bad link or a RAS error outlives a reboot.
+    Returns the paths written and removed; a bad fault raises SpecError naming it, before anything is written.
+    """
+    real = _check_dest(dest, must_exist=True)
+    marker = read_marker(real)
+    if marker is None:
+        raise SimNodeError("dest %s is not a simulated node (no valid %s); nothing to break" % (dest, MARKER))
+    old = load_spec(marker["spec"])
+    if not isinstance(faults, dict):
+        raise SpecError("simulated node spec is not valid:\n  - spec faults: %s is not valid: expected a mapping "
+                        "with keys %s" % (_show(faults), ", ".join(FAULT_DEFAULTS)))
+    new = load_spec(dict(old, faults=dict(old["faults"], **faults)))
+    before, after = _model_tree(old, real), _model_tree(new, real)
+    written = sorted(p for p, data in after.files.items() if before.files.get(p) != data)
+    removed = sorted(p for p in before.files if p not in after.files)
+    for path in removed:
+        os.unlink(os.path.join(real, path))
+    for directory in sorted(before.dirs - after.dirs, key=len, reverse=True):  # deepest first
+        full = os.path.join(real, directory)
+        if os.path.isdir(full) and not os.listdir(full):
+            os.rmdir(full)
+    for path in written:
+        data, mode = after.files[path]
+        full = os.path.join(real, path)
+        os.makedirs(os.path.dirname(full), 0o755, exist_ok=True)
+        if os.path.lexists(full):
+            os.chmod(full, 0o644)
+        with open(full, "wb") as handle:
+            handle.write(data)
+        os.chmod(full, mode)
+    with open(os.path.join(real, MARKER), "wb") as handle:
+        handle.write(_marker_bytes(new))
+    return {"dest": real, "faults": new["faults"], "written": written, "removed": removed}
 
 
 # ============================================================================================ module helpers
