@@ -94,17 +94,21 @@ def plan_actions(root: Root, settings: List[Setting], services: Any = None) -> L
     """The ordered list of changes that would bring the node to ``settings`` (reads only)."""
     check_shape(settings)
     missing = []
+    current = []
     for setting in settings:
-        if setting.kind == ATTR and not root.exists(setting.path):
+        before = read_current(root, setting, services)
+        # A value read proves the file exists: only an attribute that gave none costs a second look.
+        if setting.kind == ATTR and before is None and not root.exists(setting.path):
             missing.append("%s: %s does not exist on this node, so it cannot be set"
                            % (setting.uid, "/" + setting.path))
         if setting.kind == SERVICE and services is None:
             missing.append("%s: no service manager available for this root" % setting.uid)
+        current.append(before)
     if missing:
         raise SettingError(missing)
     actions = []
-    for setting in sorted(settings, key=lambda s: (s.order, s.id, s.target)):
-        before = read_current(root, setting, services)
+    for setting, before in sorted(zip(settings, current), key=lambda pair: (pair[0].order, pair[0].id,
+                                                                             pair[0].target)):
         after = desired(setting)
         if before != after:
             actions.append(Action(setting, before, after))
