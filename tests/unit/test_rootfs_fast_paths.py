@@ -153,3 +153,17 @@ def test_a_link_in_the_last_component_is_looked_at_once(tree: Path, monkeypatch:
     assert root.inner("sys/bus/pci/devices/0000:00:01.0") == "sys/devices/pci0000:00/0000:00:01.0"
     monkeypatch.undo()
     assert seen.count(str(tree / "sys/bus/pci/devices/0000:00:01.0")) == 1
+
+
+def test_a_batch_dir_that_resolves_to_the_root_reads_inside_it(tree: Path) -> None:
+    """A directory linked to the node's "/" is the root itself: its files are read inside the root, never from the
+    host's "/" (a relative open of "/name" would ignore the directory it is relative to)."""
+    _irq_tree(tree, 20)
+    os.symlink("/", tree / "proc/irq/30")
+    (tree / "hostname").write_text("node-root\n")
+    (tree.parent / "hostname").write_text("outside\n")
+    root = Root(str(tree))
+    root.subdirs("proc/irq")
+    batch = root.read_attrs_many([f"proc/irq/{n}" for n in [*range(20), 30]], ["hostname", "etc"])
+    assert batch[-1] == (["node-root", None], None)
+    assert root.read_attrs_many(["proc/irq/30"], ["hostname"]) == [(["node-root"], None)]

@@ -452,7 +452,9 @@ class Root(object):
                     results.append(([None] * len(names), None))
                     continue
                 if dir_fd is not None:
-                    prefix = (inner_dir + "/")[prefix_at:]  # inner_dir lies under the base directory
+                    # inner_dir lies under the base directory; the root itself (a link to "/" inside the tree) is
+                    # the base with nothing after it, never "/" (an absolute name would ignore dir_fd)
+                    prefix = (inner_dir + "/")[prefix_at:] if inner_dir else ""
                 else:
                     prefix = root_prefix + inner_dir + "/" if inner_dir else root_prefix
                 texts: List[Optional[str]] = []
