@@ -119,3 +119,32 @@ def test_plain_path_prints_the_topology_and_imports_no_parser(tmp_path: Path) ->
                             capture_output=True, text=True, env=env, timeout=120)
     assert result.stderr == "(0, [])"
     assert result.stdout == compact(discover(str(node))) + "\n"
+
+
+def _modules_imported_by(argv: list[str]) -> set[str]:
+    """The modules a fresh process imports (``-X importtime``), and checks it ran (exit 1: a missing root)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(COLLECTION)]))
+    result = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "nodetune discover: error:" in result.stderr
+    return {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_the_nodetune_script_imports_no_regular_expressions(tmp_path: Path) -> None:
+    """pip's wrapper for a [project.scripts] entry point imports ``re`` (and enum, functools, collections) before
+    the CLI; the project's own script (bin/nodetune, pyproject's script-files) does not."""
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "nodetune" not in config["project"].get("scripts", {})
+    assert config["tool"]["setuptools"]["script-files"] == ["bin/nodetune"]
+    argv = ["discover", "--root", str(tmp_path / "missing"), "--json"]
+    scripts = [REPO / "bin" / "nodetune"]
+    installed = Path(sys.executable).parent / "nodetune"
+    if installed.exists():  # what `pip install` put on PATH, when it is this checkout's (pip install -e .)
+        scripts.append(installed)
+    for script in scripts:
+        imported = _modules_imported_by([str(script), *argv])
+        assert "nodetune.cli" in imported
+        assert not imported & {"re", "enum", "functools", "argparse", "json"}, (script, sorted(imported))

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import PathEscapeError, Root
 
 
 @pytest.fixture
@@ -62,3 +62,108 @@ def test_the_host_root_reads_through_the_kernel() -> None:
     assert root.read("proc/self/stat") is not None
     assert root.read("proc/no/such/file") is None
     assert root.exists("proc/self") and not root.exists("proc/no/such/file")
+
+
+# ------------------------------------------------------------------------------------------- batched reads
+def _irq_tree(tree: Path, count: int) -> Path:
+    irq = tree / "proc/irq"
+    for number in range(count):
+        (irq / str(number)).mkdir(parents=True)
+        (irq / str(number) / "smp_affinity_list").write_text(f"{number}\n")
+        (irq / str(number) / "node").write_text("0\n")
+    return irq
+
+
+def test_a_batch_reads_relative_to_the_directory_its_dirs_share(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large batch opens the shared directory once and each file relative to it (the kernel walks two
+    components per file, not the whole path), and answers as reading each file alone does."""
+    irq = _irq_tree(tree, 20)
+    os.symlink(str(tree.parent / "outside"), irq / "25")  # a link out of the root: read as absent
+    os.symlink("../../etc", irq / "26")  # a link inside the root: followed inside it
+    for number, target in ((3, str(tree.parent / "outside/hostname")), (4, "/etc/hostname")):
+        (irq / str(number) / "node").unlink()
+        os.symlink(target, irq / str(number) / "node")  # linked out of the root (absent); to the node's /etc
+    os.symlink("loop", irq / "5" / "loop")
+    os.symlink("loop", irq / "5" / "node2")
+    dirs = [f"proc/irq/{n}" for n in [*range(20), 25, 26, 40]] + ["proc/irq/5/loop", "proc/nothing/1"]
+    names = ["smp_affinity_list", "node", "hostname"]
+    root = Root(str(tree))
+    root.subdirs("proc/irq")
+    opened = []
+    real_open = os.open
+
+    def spy(path: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        opened.append((path, dir_fd))
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "open", spy)
+    root.read_attrs_many(dirs[:20], names)
+    monkeypatch.undo()
+    assert opened[0] == (str(irq), None) and opened[1] == ("0/smp_affinity_list", opened[1][1])
+    by_full_path = [path for path, fd in opened[1:] if fd is None]
+    assert opened[1][1] is not None and {fd for _path, fd in opened[1:] if fd is not None} == {opened[1][1]}
+    # only the two linked attributes, resolved inside the root then read by their full path
+    assert by_full_path and all(path.startswith(str(tree) + os.sep) for path in by_full_path)
+    assert len(by_full_path) < 6
+    batch = root.read_attrs_many(dirs, names, "smp_affinity_list")
+    alone = Root(str(tree))
+    expected = [([alone.read(d + "/" + n) for n in names], alone.mode(d + "/smp_affinity_list")) for d in dirs]
+    assert batch == expected
+    assert batch[3][0] == ["3", None, None] and batch[4][0] == ["4", "inside", None]
+    assert batch[20] == ([None, None, None], None) and batch[21][0] == [None, None, "inside"]
+
+
+def test_a_small_batch_and_a_missing_shared_directory_read_by_full_path(tree: Path) -> None:
+    _irq_tree(tree, 20)
+    root = Root(str(tree))
+    assert root.read_attrs_many(["proc/irq/1", "proc/irq/2"], ["node"]) == [(["0"], None), (["0"], None)]
+    missing = [f"proc/gone/{n}" for n in range(20)]
+    assert root.read_attrs_many(missing, ["a", "b"]) == [([None, None], None)] * 20
+
+
+def test_a_link_met_on_the_fast_path_counts_towards_the_limit(tree: Path) -> None:
+    links = tree / "sys/class"
+    for hop in range(41):
+        os.symlink(f"l{hop + 1}", links / f"l{hop}")
+    (links / "l41").write_text("end\n")
+    root = Root(str(tree))
+    root.read("sys/class/value")  # sys/class is memoised: l1 is met on the fast path
+    assert root.read("sys/class/l1") == "end"  # 40 links (the walk's limit), then the file
+    with pytest.raises(PathEscapeError, match="too many levels of symbolic links resolving 'sys/class/l0'"):
+        root.real("sys/class/l0")  # 41 links
+    assert Root(str(tree))._walk("sys/class/l1", True) == root.inner("sys/class/l1") == "sys/class/l41"
+
+
+def test_a_link_in_the_last_component_is_looked_at_once(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A /sys/bus/pci/devices/<BDF> entry: one lstat says it is a link, the walk goes on from its target."""
+    device = tree / "sys/devices/pci0000:00/0000:00:01.0"
+    device.mkdir(parents=True)
+    (tree / "sys/bus/pci/devices").mkdir(parents=True)
+    os.symlink("../../../devices/pci0000:00/0000:00:01.0", tree / "sys/bus/pci/devices/0000:00:01.0")
+    root = Root(str(tree))
+    root.listdir("sys/bus/pci/devices")
+    seen = []
+    real_lstat = os.lstat
+
+    def spy(path: str) -> os.stat_result:
+        seen.append(path)
+        return real_lstat(path)
+
+    monkeypatch.setattr(os, "lstat", spy)
+    assert root.inner("sys/bus/pci/devices/0000:00:01.0") == "sys/devices/pci0000:00/0000:00:01.0"
+    monkeypatch.undo()
+    assert seen.count(str(tree / "sys/bus/pci/devices/0000:00:01.0")) == 1
+
+
+def test_a_batch_dir_that_resolves_to_the_root_reads_inside_it(tree: Path) -> None:
+    """A directory linked to the node's "/" is the root itself: its files are read inside the root, never from the
+    host's "/" (a relative open of "/name" would ignore the directory it is relative to)."""
+    _irq_tree(tree, 20)
+    os.symlink("/", tree / "proc/irq/30")
+    (tree / "hostname").write_text("node-root\n")
+    (tree.parent / "hostname").write_text("outside\n")
+    root = Root(str(tree))
+    root.subdirs("proc/irq")
+    batch = root.read_attrs_many([f"proc/irq/{n}" for n in [*range(20), 30]], ["hostname", "etc"])
+    assert batch[-1] == (["node-root", None], None)
+    assert root.read_attrs_many(["proc/irq/30"], ["hostname"]) == [(["node-root"], None)]

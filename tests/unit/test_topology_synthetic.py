@@ -455,3 +455,45 @@ def test_old_kernels_mask_only_siblings_and_no_global_online(tmp_path: Path) -> 
     assert [c["online"] for c in topo["cpus"]] == [True, True, True, False]  # cpu0: no file, cannot go offline
     assert topo["cpu_lists"]["online"] is None
     assert any("cpu/online is absent" in w for w in topo["warnings"])
+
+
+def test_pci_attributes_are_read_in_one_batch_per_attribute_set(node: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Devices holding the same attribute files are read together (one shared directory opened, each file relative to
+    it), with the same answers as one device at a time."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils import discover_devices
+    from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+
+    expected = discover(str(node))["pci_devices"]
+    batches = []
+    real_batch = Root.read_attrs_many
+
+    def spy(self: Root, rel_dirs: list[str], names: tuple[str, ...], mode_name: str | None = None) -> list:
+        batches.append((list(rel_dirs), tuple(names)))
+        return real_batch(self, rel_dirs, names, mode_name)
+
+    monkeypatch.setattr(Root, "read_attrs_many", spy)
+    devices, dirs = discover_devices.read_pci_devices(Root(str(node)), [])
+    monkeypatch.undo()
+    assert devices == expected
+    attribute_batches = [(rel_dirs, names) for rel_dirs, names in batches if not rel_dirs[0].endswith("/link")]
+    sets = {tuple(a for a in discover_devices._PCI_ATTRS if (node / d / a).exists()) for d in dirs.values()}
+    assert len(attribute_batches) == len(sets) < len(dirs)
+    assert sorted(d for rel_dirs, _names in attribute_batches for d in rel_dirs) == sorted(dirs.values())
+
+
+def test_irq_texts_parsed_once_still_warn_per_file_and_give_separate_lists(node: Path) -> None:
+    """IRQ affinity texts are parsed once per discovery: a bad one still warns for every file that holds it, and
+    IRQs with the same text get lists of their own (a caller may change one)."""
+    irqs = sorted(int(n) for n in os.listdir(node / "proc/irq") if n.isdigit())
+    numbers, shared = irqs[:2], irqs[2:4]
+    for number in shared:
+        (node / f"proc/irq/{number}/smp_affinity_list").write_text("0-1\n")
+    for number in numbers:
+        (node / f"proc/irq/{number}/smp_affinity_list").write_text("0-x\n")
+        (node / f"proc/irq/{number}/effective_affinity_list").write_text("1-y\n")
+    topo = discover(str(node))
+    for number in numbers:
+        for name in ("smp_affinity_list", "effective_affinity_list"):
+            assert sum(f"proc/irq/{number}/{name}" in w for w in topo["warnings"]) == 1, (number, name)
+    same = [i["smp_affinity_list"] for i in topo["irqs"] if i["irq"] in shared]
+    assert same == [[0, 1], [0, 1]] and same[0] is not same[1]

@@ -152,18 +152,28 @@ def _names_nic_control(name: str) -> bool:
 
 
 def _owner(row: Dict[str, Any], msi_owner: Dict[int, str], nvme_bdf: Dict[str, Optional[str]],
-           netdev_bdf: Dict[str, Optional[str]]) -> Optional[str]:
+           netdev_bdf: Dict[str, Optional[str]], chip_bdf: Optional[Dict[str, Optional[str]]] = None) -> Optional[str]:
     """The PCI function raising this IRQ: ``msi_irqs/`` first (authoritative), then the BDF the kernel
     prints in the chip (``IR-PCI-MSIX-0000:31:00.0``, kernels >= 5.x) or in the action name
-    (``mlx5_comp3@pci:0000:41:00.0``), then NVMe queue and netdev names."""
+    (``mlx5_comp3@pci:0000:41:00.0``), then NVMe queue and netdev names. ``chip_bdf`` remembers the BDF of each
+    chip text (one per device, shared by all its vectors)."""
     owner = msi_owner.get(row["irq"])
     if owner:
         return owner
-    for text in (row["chip"] or "", row["name"]):
-        bdf = first_bdf(text)
-        if bdf is not None:
-            return bdf.lower()
+    chip = row["chip"] or ""
+    if chip_bdf is not None and chip in chip_bdf:
+        bdf = chip_bdf[chip]
+    else:
+        found = first_bdf(chip)
+        bdf = found.lower() if found is not None else None
+        if chip_bdf is not None:
+            chip_bdf[chip] = bdf
+    if bdf is not None:
+        return bdf
     name = row["name"]
+    found = first_bdf(name)
+    if found is not None:
+        return found.lower()
     queue = _nvme_queue(name)
     if queue is not None:
         return nvme_bdf.get("nvme" + queue[0])
@@ -188,6 +198,19 @@ def _kind(name: str, device_class: Optional[str], is_gpu: bool) -> str:
     return "other"
 
 
+def _cpus(parsed: Dict[str, Optional[Tuple[int, ...]]], text: str, irq: int, file_name: str,
+          warnings: List[str]) -> Optional[List[int]]:
+    """cpulist_or_none of ``proc/irq/<irq>/<file_name>`` (a new list each time); a text that does not parse is
+    given to it again for each IRQ, so that each file gets its warning."""
+    cpus = parsed.get(text)
+    if cpus is not None:
+        return list(cpus)
+    found = cpulist_or_none(text, "proc/irq/%d/%s" % (irq, file_name), warnings)
+    if found is not None:
+        parsed[text] = tuple(found)
+    return found
+
+
 def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str],
               nvme_bdf: Dict[str, Optional[str]], netdev_bdf: Dict[str, Optional[str]],
               release: Optional[str], warnings: List[str]) -> Optional[List[Dict[str, Any]]]:
@@ -209,16 +232,22 @@ def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str]
     root.subdirs("proc/irq")  # resolves every proc/irq/N at once (see Root.subdirs)
     files = root.read_attrs_many(["proc/irq/%d" % row["irq"] for row in numbered], _IRQ_FILES, _IRQ_FILES[0])
     irqs: List[Dict[str, Any]] = []
+    # Thousands of IRQs share a few affinity and node texts and one chip text per device: each is parsed once.
+    cpus_of: Dict[str, Optional[Tuple[int, ...]]] = {}
+    node_of: Dict[Optional[str], Optional[int]] = {}
+    chip_bdf: Dict[str, Optional[str]] = {}
     for row, (texts, affinity_mode) in zip(numbered, files):
         number = row["irq"]
-        rel = "proc/irq/%d" % number
-        affinity = cpulist_or_none(texts[0], rel + "/smp_affinity_list", warnings)
-        if texts[0] is None:
+        affinity_text, effective_text, node_text = texts
+        if affinity_text is None:
+            rel = "proc/irq/%d" % number
             modes: Dict[str, Optional[int]] = {}
             mask = root.read_attrs(rel, ("smp_affinity",), modes)["smp_affinity"]
             affinity = cpumask_or_none(mask, rel + "/smp_affinity", warnings)
             affinity_mode = modes["smp_affinity"]
-        device = _owner(row, msi_owner, nvme_bdf, netdev_bdf)
+        else:
+            affinity = _cpus(cpus_of, affinity_text, number, "smp_affinity_list", warnings)
+        device = _owner(row, msi_owner, nvme_bdf, netdev_bdf, chip_bdf)
         name = row["name"]
         kind = _kind(name, class_of.get(device or ""), device in gpus)
         if is_read_only_mode(affinity_mode) or kind == "nvme_queue":
@@ -227,6 +256,10 @@ def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str]
             managed = False
         else:
             managed = None
+        if node_text in node_of:
+            node = node_of[node_text]
+        else:
+            node = node_of[node_text] = parse_int(node_text)
         irqs.append({
             "irq": number,
             "chip": row["chip"],
@@ -235,8 +268,9 @@ def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str]
             "device": device,
             "counts_total": row["counts_total"],
             "smp_affinity_list": affinity,
-            "effective_affinity_list": cpulist_or_none(texts[1], rel + "/effective_affinity_list", warnings),
-            "node": parse_int(texts[2]),
+            "effective_affinity_list": None if effective_text is None else _cpus(
+                cpus_of, effective_text, number, "effective_affinity_list", warnings),
+            "node": node,
             "managed": managed,
             "kind": kind,
         })

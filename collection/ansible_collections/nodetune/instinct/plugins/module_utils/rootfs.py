@@ -53,6 +53,9 @@ _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
 
 
 _CHUNK = 65536
+# Below this many files, a batch read opens each file by its full path (see Root._batch_base).
+_BATCH_MIN_FILES = 16
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _read_rest(fd: int) -> bytes:
@@ -212,9 +215,18 @@ class Root(object):
                 if stat.S_ISDIR(st.st_mode):
                     self._dir_cache[key] = key
                 return key
+            # A link (a /sys/bus/pci/devices/<BDF> entry): the walk goes on from its target, as _walk would after
+            # its own lstat of it, with that link counted.
+            try:
+                target = os.readlink(self.path + "/" + key)
+            except OSError:
+                return self._walk(rel, follow_last)
+            return self._walk(target if target.startswith("/") else inner_dir + "/" + target, follow_last, 1, rel)
         return self._walk(rel, follow_last)
 
-    def _walk(self, rel: str, follow_last: bool) -> str:
+    def _walk(self, rel: str, follow_last: bool, hops: int = 0, asked: Optional[str] = None) -> str:
+        """The walk of :meth:`_resolve`; ``hops`` links were followed already on the way to ``rel`` (``asked``,
+        the path named in errors)."""
         parts = self._parts(rel)
         if self.is_host:
             # On a real node the root is '/', so ordinary resolution cannot escape anything.
@@ -228,7 +240,6 @@ class Root(object):
         # itself), so walking the thousandth /sys/devices/... path costs dictionary lookups, not lstat().
         cache = self._dir_cache
         resolved = ""
-        hops = 0
         pending = parts[::-1]
         while pending:
             part = pending.pop()
@@ -255,7 +266,7 @@ class Root(object):
                 hops += 1
                 if hops > _MAX_SYMLINKS:
                     raise PathEscapeError("too many levels of symbolic links resolving %r inside %s"
-                                          % (rel, self.path), rel, errno.ELOOP)
+                                          % (asked or rel, self.path), asked or rel, errno.ELOOP)
                 target = os.readlink(full)
                 if target.startswith("/"):
                     resolved = ""
@@ -419,44 +430,80 @@ class Root(object):
         subdirectories of a listed directory), then each file is opened with ``O_NOFOLLOW`` straight under
         it: a name that turns out to be a symlink takes the full in-root resolution, so nothing escapes.
         The mode comes from ``fstat`` of the same open (managed-IRQ detection costs no path lookup).
+        A batch opens the directory the resolved directories share once and opens each file relative to it,
+        so the kernel walks only the last components of each path.
         """
         results: List[Tuple[List[Optional[str]], Optional[int]]] = []
-        os_open, os_read, os_close, os_fstat = os.open, os.read, os.close, os.fstat
-        flags = _READ_FLAGS
+        inner_dirs: List[Optional[str]] = []
         for rel_dir in rel_dirs:
             try:
-                inner_dir = self._dir(rel_dir)
+                inner_dirs.append(self._dir(rel_dir))
             except PathEscapeError:
-                results.append(([None] * len(names), None))
-                continue
-            prefix = (self.path.rstrip("/") + "/" + inner_dir if inner_dir else self.path.rstrip("/")) + "/"
-            texts: List[Optional[str]] = []
-            mode: Optional[int] = None
-            for name in names:
-                try:
-                    fd = os_open(prefix + name, flags)
-                except OSError as exc:
-                    text = None
-                    if exc.errno == errno.ELOOP:
-                        inner = rel_dir.rstrip("/") + "/" + name
-                        text = self.read(inner)
-                        if name == mode_name:
-                            mode = self.mode(inner)
-                    texts.append(text)
+                inner_dirs.append(None)
+        base_fd, base_prefix = self._batch_base(inner_dirs, len(names))
+        os_open, os_read, os_close, os_fstat = os.open, os.read, os.close, os.fstat
+        flags = _READ_FLAGS
+        dir_fd = base_fd if base_fd >= 0 else None
+        prefix_at = len(base_prefix)
+        root_prefix = self.path.rstrip("/") + "/"
+        try:
+            for rel_dir, inner_dir in zip(rel_dirs, inner_dirs):
+                if inner_dir is None:
+                    results.append(([None] * len(names), None))
                     continue
-                try:
-                    if name == mode_name:
-                        mode = os_fstat(fd).st_mode & 0o7777
-                    data = os_read(fd, _CHUNK)
-                    if len(data) == _CHUNK:
-                        data += _read_rest(fd)
-                    texts.append(data.decode("utf-8", "replace").strip())
-                except OSError:
-                    texts.append(None)
-                finally:
-                    os_close(fd)
-            results.append((texts, mode))
+                if dir_fd is not None:
+                    # inner_dir lies under the base directory; the root itself (a link to "/" inside the tree) is
+                    # the base with nothing after it, never "/" (an absolute name would ignore dir_fd)
+                    prefix = (inner_dir + "/")[prefix_at:] if inner_dir else ""
+                else:
+                    prefix = root_prefix + inner_dir + "/" if inner_dir else root_prefix
+                texts: List[Optional[str]] = []
+                mode: Optional[int] = None
+                for name in names:
+                    try:
+                        fd = os_open(prefix + name, flags, dir_fd=dir_fd)
+                    except OSError as exc:
+                        text = None
+                        if exc.errno == errno.ELOOP:
+                            inner = rel_dir.rstrip("/") + "/" + name
+                            text = self.read(inner)
+                            if name == mode_name:
+                                mode = self.mode(inner)
+                        texts.append(text)
+                        continue
+                    try:
+                        if name == mode_name:
+                            mode = os_fstat(fd).st_mode & 0o7777
+                        data = os_read(fd, _CHUNK)
+                        if len(data) == _CHUNK:
+                            data += _read_rest(fd)
+                        texts.append(data.decode("utf-8", "replace").strip())
+                    except OSError:
+                        texts.append(None)
+                    finally:
+                        os_close(fd)
+                results.append((texts, mode))
+        finally:
+            if base_fd >= 0:
+                os_close(base_fd)
         return results
+
+    def _batch_base(self, inner_dirs: List[Optional[str]], files_per_dir: int) -> Tuple[int, str]:
+        """``(fd, inner path + "/")`` of the deepest directory holding every resolved directory of a batch, opened
+        for relative opens; ``(-1, "")`` for a small batch (the extra open would cost more than it saves) or where
+        it cannot be opened (a missing directory: the reads then fail as they would have)."""
+        known = [inner for inner in inner_dirs if inner is not None]
+        if len(known) * files_per_dir < _BATCH_MIN_FILES:
+            return -1, ""
+        base = known[0]
+        for inner in known:
+            while base and inner != base and not inner.startswith(base + "/"):
+                base = base.rpartition("/")[0]
+        try:
+            fd = os.open(self.path + "/" + base if base else self.path, _DIR_FLAGS)
+        except OSError:
+            return -1, ""
+        return fd, base + "/" if base else ""
 
     def read_strict(self, rel: str) -> str:
         """Text of a file; raises a typed :class:`NodeFileError` when it cannot be read."""
