@@ -221,7 +221,7 @@ def _with_attributes(root: Root, found: List[Tuple[str, str, Set[str]]]
     groups: Dict[Tuple[str, ...], List[int]] = {}
     for index, (_bdf, _real, entries) in enumerate(found):
         groups.setdefault(tuple(a for a in _PCI_ATTRS if a in entries), []).append(index)
-    texts: List[Dict[str, Optional[str]]] = [{} for _ in found]
+    texts: List[Dict[str, Optional[str]]] = [{} for _device in found]
     for names, members in groups.items():
         batch = root.read_attrs_many([found[index][1] for index in members], names)
         for index, (values, _mode) in zip(members, batch):

@@ -107,8 +107,8 @@ def plan_actions(root: Root, settings: List[Setting], services: Any = None) -> L
     if missing:
         raise SettingError(missing)
     actions = []
-    for setting, before in sorted(zip(settings, current), key=lambda pair: (pair[0].order, pair[0].id,
-                                                                             pair[0].target)):
+    in_order = sorted(zip(settings, current), key=lambda pair: (pair[0].order, pair[0].id, pair[0].target))
+    for setting, before in in_order:
         after = desired(setting)
         if before != after:
             actions.append(Action(setting, before, after))
