@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
     DRIFT,
     NOT_APPLICABLE,
@@ -47,11 +48,8 @@ CHECKS = ("pcie_acs", "xgmi_links", "gpu_ras", "ib_counters", "memlock", "gpu_pe
 ACS_CAP_ID = 0x000D  # PCIe extended capability id of Access Control Services
 EXT_CAP_START = 0x100
 IB_COUNTERS = ("symbol_error", "link_downed", "port_rcv_errors", "port_xmit_discards")
-# The thresholds infiniband-diags ships for ibqueryerrors/ibcheckerrs (rdma-core infiniband-diags/etc/
-# error_thresholds: SymbolErrorCounter=10, LinkDownedCounter=10, PortRcvErrors=10, PortXmitDiscards=100); with no
-# threshold file ibqueryerrors reports any non-zero count, which a real fabric never stays at (discards come with
-# congestion, a few symbol errors with every optical link over months).
-DEFAULT_IB_COUNTER_MAX = {"symbol_error": 10, "link_downed": 10, "port_rcv_errors": 10, "port_xmit_discards": 100}
+# Declared once, with its source (infiniband-diags' error_thresholds), in areas.py.
+DEFAULT_IB_COUNTER_MAX = dict(areas.defaults("verify")["nodetune_health_ib_counter_max"])
 PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_min_sclk", "profile_min_mclk",
                "profile_peak", "perf_determinism")
 UNLIMITED = ("unlimited", "infinity", "-1")

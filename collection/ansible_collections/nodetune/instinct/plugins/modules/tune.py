@@ -23,6 +23,10 @@ description:
   - A lock (C(flock) on the root directory itself, held from the read of the node and the journal to the last
     journal update) serializes concurrent runs on one node; O(lock_timeout) bounds the wait.
   - A journal that does not have the shape nodetune writes is refused with the reason and kept as it is.
+  - Outside check mode it keeps the compiled code of its own payload in C(~/.cache/nodetune/bytecode) of the user it
+    runs as (0700, entries keyed by the SHA-256 of their source, used only when that user owns them and nobody else
+    can write them), so later calls do not recompile it; C(NODETUNE_BYTECODE_CACHE=0) in the task's C(environment)
+    turns that off. It is not a node Setting and revert leaves it.
 version_added: "0.1.0"
 author:
   - nodetune contributors (@nodetune)
