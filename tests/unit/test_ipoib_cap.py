@@ -98,3 +98,18 @@ def test_once_the_cap_is_gone_the_requested_mtu_is_asked_for_again(tmp_path: Pat
     later = load(str(root), AREAS)
     assert next(s.value for s in later.settings if s.id == "ib.mtu" and s.target == "ib0") == "4092"
     assert not later.context.warnings or "ib0" not in " ".join(later.context.warnings)
+
+
+def test_the_journal_is_read_once_for_all_interfaces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The capped writes come from the journal: one read (and one validation) per plan, not one per interface (a
+    no-op plan of an 8-HCA node read and validated the whole journal 8 times)."""
+    root = capped_node(tmp_path)
+    state = load(str(root), AREAS)
+    engine.apply(state.root, state.settings, services=state.services)
+    reads = []
+    real = engine.load_journal
+    monkeypatch.setattr(engine, "load_journal", lambda node_root: reads.append(1) or real(node_root))
+    again = load(str(root), AREAS)
+    assert len([s for s in again.settings if s.id == "ib.mtu"]) == 2
+    assert {s.target: s.value for s in again.settings if s.id == "ib.mtu"} == {"ib0": "2044", "ib1": "4092"}
+    assert len(reads) == 1

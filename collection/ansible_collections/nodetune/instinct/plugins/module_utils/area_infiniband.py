@@ -65,6 +65,7 @@ def _mtu(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
         ctx.notes.append("infiniband: no IPoIB interface on this node; nodetune_ipoib_mtu not applicable")
         return []
     settings = []
+    capped: Optional[Dict[str, Any]] = None  # the journal's capped writes, read once for all interfaces
     for nic in ipoib:
         mode = nic.get("ipoib_mode") or "datagram"
         limit = ipoib_max(mode, link_mtu)
@@ -100,7 +101,9 @@ def _mtu(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
             continue
         reason = "IPoIB %s mode: MTU %d (limit %d)" % (mode, value, limit)
         requested = value
-        effective = kernel_capped_mtu(ctx, nic, value)
+        if capped is None:
+            capped = engine.effective_records(ctx.root)
+        effective = kernel_capped_mtu(capped, nic, value)
         if effective is not None:
             ctx.warn(cap_message(nic["name"], value, effective))
             reason += "; the kernel caps it at %d (the partition's broadcast group), verified at that" % effective
@@ -113,10 +116,11 @@ def _mtu(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
     return settings
 
 
-def kernel_capped_mtu(ctx: Context, nic: Dict[str, Any], requested: int) -> Optional[int]:
+def kernel_capped_mtu(capped: Dict[str, Any], nic: Dict[str, Any], requested: int) -> Optional[int]:
     """The MTU the kernel left after nodetune's last write of ``requested`` on this interface, when it capped it
-    and the interface is still at that value; else None (ask for ``requested``)."""
-    record = engine.effective_record(ctx.root, "ib.mtu[%s]" % nic["name"])
+    and the interface is still at that value; else None (ask for ``requested``). ``capped``: engine.effective_records.
+    """
+    record = capped.get("ib.mtu[%s]" % nic["name"])
     if not record or str(record.get("requested")) != str(requested):
         return None
     try:

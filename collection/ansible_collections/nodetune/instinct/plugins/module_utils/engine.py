@@ -518,10 +518,13 @@ def _remember_effective(journal: Dict[str, Any], done: List[Action], checked: Li
         journal.pop("effective", None)
 
 
-def effective_record(root: Root, uid: str) -> Optional[Dict[str, Any]]:
-    """What the kernel made of nodetune's last accepted-but-capped write of ``uid`` (None if it took the value)."""
-    record = load_journal(root).get("effective", {}).get(uid)
-    return record if isinstance(record, dict) else None
+def effective_records(root: Root) -> Dict[str, Dict[str, Any]]:
+    """What the kernel made of nodetune's last accepted-but-capped writes, by Setting uid (a uid it took as asked
+    is absent)."""
+    effective = load_journal(root).get("effective", {})
+    if not isinstance(effective, dict):
+        return {}
+    return {uid: record for uid, record in effective.items() if isinstance(record, dict)}
 
 
 def _rollback(root: Root, done: List[Action], before_run: Dict[str, Dict[str, Any]],
@@ -636,4 +639,4 @@ def _is_restored(root: Root, key: str, snap: Dict[str, Any], services: Any) -> b
 
 
 __all__ = ["Action", "ApplyError", "JournalError", "LockedError", "NodeLock", "apply", "plan_actions", "revert",
-           "diff_text", "load_journal", "journal_problems", "unconfirmed", "normalize", "effective_record"]
+           "diff_text", "load_journal", "journal_problems", "unconfirmed", "normalize", "effective_records"]
