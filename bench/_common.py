@@ -88,6 +88,7 @@ class Sample:
     returncode: int = 0
     stdout: str = ""
     stderr: str = ""
+    max_rss_mb: float = 0.0  # the largest resident set of the process or of any descendant it waited for
 
 
 def run_timed(argv: Sequence[str], *, cwd: Path | str = REPO, env: dict[str, str] | None = None,
@@ -111,7 +112,8 @@ def run_timed(argv: Sequence[str], *, cwd: Path | str = REPO, env: dict[str, str
             out.seek(0)
             err.seek(0)
             stdout, stderr = out.read(), err.read()
-    return Sample(wall, usage.ru_utime + usage.ru_stime, proc.returncode, stdout, stderr)
+    return Sample(wall, usage.ru_utime + usage.ru_stime, proc.returncode, stdout, stderr,
+                  usage.ru_maxrss / 1024.0)  # Linux reports kilobytes
 
 
 def timed_call(func: Callable[[], object]) -> Sample:
@@ -135,6 +137,10 @@ class Series:
     @property
     def cpu(self) -> float:
         return statistics.median(s.cpu for s in self.samples)
+
+    @property
+    def max_rss_mb(self) -> float:
+        return statistics.median(s.max_rss_mb for s in self.samples)
 
 
 def interleaved(cases: Sequence[tuple[str, Callable[[], Sample]]], rounds: int, *,

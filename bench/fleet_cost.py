@@ -235,11 +235,14 @@ def report(count: int, strategy: str, series: dict[str, _common.Series]) -> tupl
     rows, figures = [], {}
     for name, s in series.items():
         wall_x, cpu_x = _common.ratio(s.wall, ping.wall), _common.ratio(s.cpu, ping.cpu)
-        rows.append([name, s.wall, wall_x, s.cpu, cpu_x, s.wall / count, s.cpu / count])
+        rows.append([name, s.wall, wall_x, s.cpu, cpu_x, s.wall / count, s.cpu / count, s.max_rss_mb])
         figures[name] = {"wall_s": round(s.wall, 3), "cpu_s": round(s.cpu, 3), "wall_x_ping": round(wall_x, 2),
                          "cpu_x_ping": round(cpu_x, 2), "wall_s_per_node": round(s.wall / count, 3),
-                         "cpu_s_per_node": round(s.cpu / count, 3), "runs": len(s.samples)}
-    text = _common.table(["run", "wall s", "x ping", "cpu s", "x ping", "wall s/node", "cpu s/node"], rows)
+                         "cpu_s_per_node": round(s.cpu / count, 3), "max_rss_mb": round(s.max_rss_mb, 1),
+                         "runs": len(s.samples)}
+    # peak MB: the largest process of the run (the controller's main process, which keeps every host's registered
+    # result to the end of the play); its growth with N is the controller's memory per host
+    text = _common.table(["run", "wall s", "x ping", "cpu s", "x ping", "wall s/node", "cpu s/node", "peak MB"], rows)
     lines = []
     for name, target in TARGETS.items():
         fig = figures[name]

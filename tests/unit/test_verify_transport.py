@@ -115,3 +115,43 @@ def test_the_action_writes_the_report_as_the_role_did(tmp_path: Path) -> None:
         assert sum(json.dumps(item["target"]) in line for line in lines) == 1
     assert path.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in path.parent.iterdir()] == ["a.json"]  # no temporary file left
+
+
+def compact(full: dict[str, Any]) -> dict[str, Any]:
+    """A verify result as the tune action registers it: the findings as one JSON text, the report without them."""
+    return dict(full, findings=json.dumps(full["findings"]),
+                report={k: v for k, v in full["report"].items() if k != "findings"})
+
+
+def test_fleet_digests_read_one_host_at_a_time_and_equal_the_whole_fleet_path() -> None:
+    """The fleet report digests each host's result and drops its decoded findings before the next: its peak memory
+    stays near one host's findings, where decoding the whole fleet first grew by about 1 MB per MI300X node."""
+    import tracemalloc
+
+    from ansible_collections.nodetune.instinct.plugins.module_utils import outliers
+
+    many = [finding("cpu.governor", f"cpu{n}", "ok") for n in range(1500)] + [
+        finding("nvme.scheduler", "nvme0n1", "drift")]
+    node = result(*many)
+    node["report"]["inventory"] = {"gpu_count": 8, "versions": {"kernel": "6.8"}}
+    hosts = [f"n{n:02d}" for n in range(30)]
+    stored = {host: {"tune_result": {"verify": compact(node)}} for host in hosts}
+    stored["n07"] = {"tune_result": {"failed": True, "msg": "boom"}}
+    hostvars = FakeHostVars(stored)
+    tracemalloc.start()
+    try:
+        one = json.loads(stored["n00"]["tune_result"]["verify"]["findings"])
+        one_host = tracemalloc.get_traced_memory()[0]
+        del one
+        tracemalloc.reset_peak()
+        start = tracemalloc.get_traced_memory()[0]
+        digests, facts = filters.fleet_digests(hostvars, list(reversed(hosts)) + ["n03"], "tune_result.verify")
+        peak = tracemalloc.get_traced_memory()[1] - start
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * one_host, (peak, one_host)  # the whole fleet decoded at once: about 30 hosts' worth
+    whole = filters.nodetune_verify_results(hostvars, hosts, "tune_result.verify")
+    assert digests == report.digest_results(whole)  # sorted by host, the repeated n03 counted once
+    groups = {host: ["mi300x"] for host in hosts}
+    assert outliers.outliers_of(facts, groups) == outliers.fleet_outliers(whole, groups)
+    assert sorted(facts) == [h for h in hosts if h != "n07"]

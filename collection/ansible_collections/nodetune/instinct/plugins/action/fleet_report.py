@@ -21,7 +21,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import write_text
-from ansible_collections.nodetune.instinct.plugins.filter.report import DEFAULT_VAR, nodetune_verify_results
+from ansible_collections.nodetune.instinct.plugins.filter.report import DEFAULT_VAR, fleet_digests
 from ansible_collections.nodetune.instinct.plugins.module_utils import outliers as outliers_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import report as report_mod
 
@@ -55,10 +55,9 @@ class ActionModule(ActionBase):
             return result
         if dest:
             dest = os.path.abspath(str(dest))  # relative: to ansible-playbook's folder (docs/verify.md)
-        results = nodetune_verify_results(task_vars.get("hostvars") or {}, list(hosts), args.get("var") or DEFAULT_VAR)
-        outliers = outliers_mod.fleet_outliers(results, host_groups(task_vars.get("groups") or {}, hosts))
-        digests = report_mod.digest_results(results)  # each host's findings read once, grouped per check id
-        del results
+        # one host's result at a time: its findings read once, grouped per check id, then dropped
+        digests, facts = fleet_digests(task_vars.get("hostvars") or {}, list(hosts), args.get("var") or DEFAULT_VAR)
+        outliers = outliers_mod.outliers_of(facts, host_groups(task_vars.get("groups") or {}, hosts))
         summary = report_mod.fleet_summary({}, top=int(args.get("top", 10)), digests=digests)
         summary["outliers"] = outliers
         summary["text"] = list(summary["text"]) + outliers_mod.summary_lines(outliers)

@@ -11,10 +11,11 @@ YAML file of each filter's name next to this one (``ansible-doc -t filter nodetu
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import outliers as _outliers
 from ansible_collections.nodetune.instinct.plugins.module_utils import report as _report
 
 DEFAULT_VAR = "nodetune_verify_result"
@@ -38,25 +39,47 @@ def _results(value: Any, name: str) -> Dict[str, Any]:
 
 def nodetune_verify_results(hostvars: Any, hosts: List[str], var: str = DEFAULT_VAR) -> Dict[str, Any]:
     """``{host: registered verify result or None}`` for ``hosts``, from ``hostvars``."""
+    return dict(iter_verify_results(hostvars, hosts, var))
+
+
+def iter_verify_results(hostvars: Any, hosts: List[str], var: str = DEFAULT_VAR) -> Iterator[Tuple[str, Any]]:
+    """``(host, registered verify result or None)`` for each of ``hosts``, one at a time, the findings decoded as
+    each is reached. The fleet reports digest a result and drop it before the next: decoded, the findings of a
+    full-size MI300X node are about 1 MB, too much to hold for a fleet of thousands."""
     if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
         raise AnsibleFilterError("nodetune_verify_results: hosts must be a list of host names (for example "
                                  "ansible_play_hosts_all), got %r" % (hosts,))
-    out: Dict[str, Optional[Any]] = {}
     for host in hosts:
         result = _raw_result(hostvars, host, var)
         if result is _TEMPLATED:
             try:
                 host_vars = hostvars[host]
             except KeyError:
-                out[str(host)] = None
+                yield str(host), None
                 continue
             name, _dot, inner = var.partition(".")
             result = _nested(host_vars.get(name), inner) if hasattr(host_vars, "get") else None
-            out[str(host)] = _plain(result) if result is not None else None
-        else:
-            out[str(host)] = result  # stored data, plain already: never mutated here, so not copied
-        out[str(host)] = _with_findings(out[str(host)])
-    return out
+            result = _plain(result) if result is not None else None
+        # else: stored data, plain already: never mutated here, so not copied
+        yield str(host), _with_findings(result)
+
+
+def fleet_digests(hostvars: Any, hosts: List[str], var: str = DEFAULT_VAR
+                  ) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+    """The hosts' digests (report.node_digest, sorted by host) and their facts for the outliers
+    (outliers.host_facts), reading one host's result at a time."""
+    digests, facts = [], {}  # type: List[Dict[str, Any]], Dict[str, Any]
+    seen = set()
+    for host, result in iter_verify_results(hostvars, hosts, var):
+        if host in seen:  # a host named twice is one host, as in nodetune_verify_results' mapping
+            continue
+        seen.add(host)
+        digests.append(_report.node_digest(host, result))
+        found = _outliers.host_facts(result)
+        if found is not None:
+            facts[host] = found
+    digests.sort(key=lambda digest: digest["host"])
+    return digests, facts
 
 
 def _with_findings(result: Any) -> Any:
@@ -124,9 +147,9 @@ def nodetune_fleet_reports(hostvars: Any, hosts: List[str], var: str = DEFAULT_V
     nested value is templated on access, so piping a fleet's findings (1,700 per MI300X node) through two filters
     costs ~0.3 s per node, while this hands them over only as the finished text and a small summary.
     """
-    results = nodetune_verify_results(hostvars, hosts, var)
-    return {"summary": _report.fleet_summary(results, top=int(top)),
-            "junit": _report.junit_xml(results, suite_name=suite_name) if junit else None}
+    digests = fleet_digests(hostvars, hosts, var)[0]
+    return {"summary": _report.fleet_summary({}, top=int(top), digests=digests),
+            "junit": _report.junit_xml({}, suite_name=suite_name, digests=digests) if junit else None}
 
 
 def nodetune_junit(results: Any, suite_name: str = "nodetune verify") -> str:

@@ -75,15 +75,28 @@ def _majority(values: List[Optional[str]]) -> Optional[Tuple[Optional[str], int]
     return (value, count) if count * 2 > len(values) else None
 
 
+HostFacts = Tuple[Dict[str, Optional[str]], List[str]]
+
+
+def host_facts(result: Any) -> Optional[HostFacts]:
+    """What the outliers need of one host's result: its comparable facts and the keys it declares; None for a host
+    with no report. Small: the fleet report keeps these, not the hosts' findings."""
+    report = _report(result)
+    if report is None:
+        return None
+    return comparable(report["inventory"]), _declared(report)
+
+
 def fleet_outliers(results: Dict[str, Any], groups: Dict[str, List[str]]) -> List[Dict[str, Any]]:
     """Every (node, key) that differs from its group's majority, from the biggest group it belongs to."""
-    facts: Dict[str, Dict[str, Optional[str]]] = {}
-    declared: Dict[str, List[str]] = {}
-    for host, result in results.items():
-        report = _report(result)
-        if report is not None:
-            facts[host] = comparable(report["inventory"])
-            declared[host] = _declared(report)
+    known = dict((host, host_facts(result)) for host, result in results.items())
+    return outliers_of(dict((host, found) for host, found in known.items() if found is not None), groups)
+
+
+def outliers_of(known: Dict[str, HostFacts], groups: Dict[str, List[str]]) -> List[Dict[str, Any]]:
+    """:func:`fleet_outliers` from each host's :func:`host_facts`."""
+    facts = dict((host, found[0]) for host, found in known.items())
+    declared = dict((host, found[1]) for host, found in known.items())
     found: Dict[Tuple[str, str], Dict[str, Any]] = {}
     by_size = sorted(peer_groups(dict((h, groups.get(h) or []) for h in facts)).items(),
                      key=lambda item: (-len(item[1]), item[0]))
