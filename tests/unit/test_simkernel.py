@@ -168,3 +168,37 @@ def test_smt_off_killed_at_any_point_leaves_whole_cpu_lists(sixteen: Path) -> No
         assert cpu_state(sixteen) == before
         steps += 1
     assert steps > 10  # the kill landed between every file of the update
+
+
+def test_a_run_attaching_beside_an_update_waits_for_it(sixteen: Path) -> None:
+    """A Root attaching to a simulated node replays a killed run's update (simkernel.recover), and it does so before
+    the run takes the node's lock. It must wait for an update another process is making, not delete its staged
+    file: that race failed the concurrent apply/revert test of the safety catalogue about every other run."""
+    import multiprocessing
+    import threading
+
+    root = sim_root(str(sixteen))
+    staging = Path(simkernel._run_file(root, simkernel._STAGING_NAME))
+    context = multiprocessing.get_context("fork")
+    held, release = context.Event(), context.Event()
+
+    def writer() -> None:  # another process, in the middle of a multi-file update
+        with simkernel._update_lock(root):
+            staging.write_text("[]")
+            held.set()
+            release.wait(30)
+            staging.unlink()  # its update done, as _put_all leaves it
+
+    child = context.Process(target=writer)
+    child.start()
+    try:
+        assert held.wait(30)
+        attaching = threading.Thread(target=lambda: sim_root(str(sixteen)))
+        attaching.start()
+        attaching.join(0.5)
+        assert attaching.is_alive() and staging.exists()  # waiting, the writer's file untouched
+    finally:
+        release.set()
+        child.join(30)
+    attaching.join(30)
+    assert not attaching.is_alive() and child.exitcode == 0 and not staging.exists()

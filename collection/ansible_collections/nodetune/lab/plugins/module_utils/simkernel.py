@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
@@ -132,6 +133,21 @@ def _run_file(root: Root, name: str) -> str:
     return os.path.join(run, name)
 
 
+@contextlib.contextmanager
+def _update_lock(root: Root) -> Iterator[None]:
+    """The simulated kernel's own lock, an flock on ``run/`` itself (no file is created): a multi-file update and
+    the replay of a killed one never overlap, in whichever processes they run. :func:`recover` runs when a Root
+    attaches, before a run takes the node's lock, so without this a run starting beside another's update deleted
+    that update's staging file (the concurrent apply/revert test failed so). A killed writer's flock is released
+    with its process, so the replay goes ahead."""
+    fd = os.open(os.path.dirname(_run_file(root, _STAGING_NAME)), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
 def _unlink(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
@@ -148,25 +164,31 @@ def _put_all(root: Root, files: Sequence[Tuple[str, str]]) -> None:
         if not os.path.isdir(folder):
             raise _err(errno.ENOENT, "%s resolves to no folder inside the root" % rel)
     staging, pending = _run_file(root, _STAGING_NAME), _run_file(root, _PENDING_NAME)
-    fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        os.write(fd, json.dumps([[rel, text] for rel, text in files]).encode("utf-8"))
-    finally:
-        os.close(fd)
-    os.replace(staging, pending)
-    try:
-        for rel, text in files:
-            _put(root, rel, text)
-    except OSError:
-        _unlink(pending)  # refused, and the caller sees the error: never replayed
-        raise
-    _unlink(pending)
+    with _update_lock(root):
+        fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            os.write(fd, json.dumps([[rel, text] for rel, text in files]).encode("utf-8"))
+        finally:
+            os.close(fd)
+        os.replace(staging, pending)
+        try:
+            for rel, text in files:
+                _put(root, rel, text)
+        except OSError:
+            _unlink(pending)  # refused, and the caller sees the error: never replayed
+            raise
+        _unlink(pending)
 
 
 def recover(root: Root) -> List[str]:
     """Finish the multi-file update a killed run left staged; returns the files written again."""
     if not root.isdir("run"):
         return []
+    with _update_lock(root):
+        return _replay(root)
+
+
+def _replay(root: Root) -> List[str]:
     _unlink(_run_file(root, _STAGING_NAME))  # killed while staging: the update never began
     pending = _run_file(root, _PENDING_NAME)
     try:
