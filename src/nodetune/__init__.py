@@ -35,6 +35,7 @@ __all__ = [
     "NodeFailedError",
     "NodeResult",
     "NodetuneError",
+    "PLAYBOOK_PYTHON",
     "PlaybookError",
     "ProgressCallback",
     "RunResult",
@@ -52,6 +53,7 @@ _API_NAMES = frozenset(__all__) - {"__version__"}
 
 if TYPE_CHECKING:
     from nodetune.api import (
+        PLAYBOOK_PYTHON,
         CancelledError,
         Finding,
         HostNotFoundError,

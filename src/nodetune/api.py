@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
+from nodetune._as_data import PLAYBOOK_PYTHON
+from nodetune._as_data import dump as _dump_as_data
 from nodetune._collection import REPO_ROOT
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "HostNotFoundError",
     "Inventory",
     "InventoryError",
+    "PLAYBOOK_PYTHON",
     "NodeFailedError",
     "NodeResult",
     "NodetuneError",
@@ -355,7 +358,7 @@ def local_inventory(root: str | os.PathLike[str], name: str | None = None) -> di
     host = name or ("localhost" if str(resolved) == "/" else _host_name_for(resolved.name))
     return {"all": {"hosts": {host: {
         "ansible_connection": "local",
-        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "ansible_python_interpreter": PLAYBOOK_PYTHON,
         "nodetune_root": str(resolved),
     }}}}
 
@@ -441,12 +444,27 @@ def _prepare_inventory(inventory: Inventory, work: str) -> str:
                              f"{type(inventory).__name__}")
     folder = Path(work, "inventory")
     folder.mkdir()
-    path = folder / "hosts.json"
+    path = folder / "hosts.yml"
     try:
-        path.write_text(json.dumps(data))
+        path.write_text(_dump_as_data(data), encoding="utf-8")
     except (TypeError, ValueError) as exc:
-        raise InventoryError(f"the inventory mapping cannot be written as JSON: {exc}") from None
+        raise InventoryError(f"the inventory mapping cannot be written as YAML data: {exc}") from None
     return str(path)
+
+
+def _write_extra_vars(work: str, extra_vars: Mapping[str, Any]) -> None:
+    """``env/extravars``, which ansible-runner passes as ``-e @FILE``: data that is never templated (and not on
+    the command line, where every user of the machine can read it)."""
+    folder = Path(work, "env")
+    folder.mkdir(exist_ok=True)
+    path = folder / "extravars"
+    try:
+        text = _dump_as_data(dict(extra_vars))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"extra_vars cannot be written as YAML data: {exc}") from None
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def _runner_env(results_dir: str) -> dict[str, str]:
@@ -478,7 +496,7 @@ def _run_runner(operation: Operation, work: str, inventory_path: str, collector:
     kwargs["project_dir"] = source.project_dir or os.path.join(work, "project")
     os.makedirs(kwargs["project_dir"], exist_ok=True)
     if extra_vars:
-        kwargs["extravars"] = dict(extra_vars)
+        _write_extra_vars(work, extra_vars)
     env = _runner_env(collector.results_dir)
     playbook_bin = shutil.which("ansible-playbook", path=env["PATH"])
     if playbook_bin:

@@ -36,6 +36,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import In
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting, SettingError
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.unit.test_verify_module import AREAS, SPEC
 
@@ -275,6 +277,99 @@ def test_a_root_that_is_no_node_is_refused(tmp_path: Path, make: str) -> None:
 
 
 EXPECTED["roots refused (link to /, empty sys/, ...)"] = 5
+
+
+# ------------------------------------------------------------------------------------------------ values as data
+# What the CLI and the API hand to Ansible (roots, host names, inventory values, -e values, limits) is data: a value
+# that reads like a template is never rendered. Each template below would create its own marker file.
+EVIL = "{{ lookup('pipe', 'touch ${NT_MARKS}%s') }}"
+
+
+def marks_made(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("mark-*"))
+
+
+@pytest.mark.slow
+def test_api_values_reach_ansible_as_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodetune import api
+
+    monkeypatch.setenv("NT_MARKS", str(tmp_path / "mark-"))
+    root = tmp_path / ("n" + EVIL % "root")
+    root.mkdir()
+    host = "h" + EVIL % "host"
+    inventory = api.local_inventory(root, name=host)
+    inventory["all"]["vars"] = {"nodetune_rocm_env": {"NCCL_DEBUG": EVIL % "inventory"}}
+    result = api.verify(inventory, extra_vars={"nodetune_rocm_env": {"NCCL_DEBUG": EVIL % "extra",
+                                                                     EVIL % "key": "1"},
+                                               "nodetune_irqbalance_mode": EVIL % "extra-string"},
+                        limit=f"all,{EVIL % 'limit'}", raise_on_failure=False)
+    assert marks_made(tmp_path) == []
+    node_result = result.nodes[host]
+    # refused by the role's validation, which names the value exactly as given
+    assert node_result.failed and EVIL % "extra-string" in node_result.message, node_result.message
+    FIGURES["values never templated (entry points)"] += 1
+
+
+@pytest.mark.slow
+def test_cli_values_reach_ansible_as_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from nodetune.cli import main
+
+    monkeypatch.setenv("NT_MARKS", str(tmp_path / "mark-"))
+    root = tmp_path / ("n" + EVIL % "root")
+    root.mkdir()
+    variables = tmp_path / "vars.json"
+    variables.write_text(json.dumps({"nodetune_rocm_env": {"NCCL_DEBUG": EVIL % "file"}}))
+    code = main(["verify", "--root", str(root), "-e", "nodetune_irqbalance_mode=" + EVIL % "key-value",
+                 "-e", "@" + str(variables), "-e", json.dumps({"nodetune_rocm_env_file": EVIL % "mapping"}),
+                 "-l", "all," + EVIL % "limit"])
+    captured = capsys.readouterr()
+    assert marks_made(tmp_path) == []
+    assert code == 1 and EVIL % "key-value" in captured.out, captured.out
+    FIGURES["values never templated (entry points)"] += 1
+
+
+EXPECTED["values never templated (entry points)"] = 2
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+                    max_leaves=12))
+@settings(max_examples=60, deadline=None)
+def test_data_written_for_ansible_comes_back_exactly_and_untrusted(value: Any) -> None:
+    """Every string (keys too, control characters and line breaks included) loads back as itself, as a value
+    Ansible never renders; the interpreter template is the one rendered."""
+    import tempfile
+
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import is_trusted_as_template
+
+    from nodetune import _as_data
+
+    data = {"v": value, "ansible_python_interpreter": _as_data.PLAYBOOK_PYTHON}
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", encoding="utf-8") as handle:
+        handle.write(_as_data.dump(data))
+        handle.flush()
+        # as ansible-playbook loads `-e @FILE` and the yaml inventory plugin its files
+        loaded = DataLoader().load_from_file(handle.name, cache="none", trusted_as_template=True)
+    assert loaded == data
+    strings: list[str] = []
+
+    def collect(item: Any) -> None:
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                collect(key)
+                collect(inner)
+        elif isinstance(item, list):
+            for inner in item:
+                collect(inner)
+        elif isinstance(item, str):
+            strings.append(item)
+
+    collect(loaded["v"])
+    # the strings left trusted are numbers, booleans, nulls and dates in form: nothing that can start a template
+    assert not [s for s in strings if is_trusted_as_template(s) and any(c in s for c in "{%#")]
+    assert all(is_trusted_as_template(s) for s in strings if s in ("", "1", "true", "~", "2026-12-01"))
 
 
 def engine_revert_like_the_module(path: Path) -> None:
