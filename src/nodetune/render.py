@@ -9,6 +9,7 @@ wrapped nor truncated.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -81,6 +82,16 @@ def _short(value: Any, width: int = 48) -> str:
     return text if len(text) <= width or not _on_terminal() else text[: width - 1] + "…"
 
 
+# C0, DEL, C1, and the two separators str.splitlines() also breaks at: a host name, value or message holding one
+# would split a plain row (one row per line, docs/cli.md)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def plain_cell(text: str) -> str:
+    """A cell of a plain line: control characters written as Python escapes (``\\n``, ``\\t``, ``\\x1b``)."""
+    return _CONTROL.sub(lambda match: repr(match.group())[1:-1], text)
+
+
 def _on_terminal() -> bool:
     import sys
 
@@ -122,7 +133,8 @@ class _Rows:
                 table.add_row(*row)
             console.print(table)
             return
-        _plain_lines([f"# {self.title}", "\t".join(self.columns), *("\t".join(row) for row in self.rows)])
+        _plain_lines([f"# {plain_cell(self.title)}", "\t".join(self.columns),
+                      *("\t".join(plain_cell(cell) for cell in row) for row in self.rows)])
 
 
 def _plain_lines(lines: Iterable[str]) -> None:
@@ -217,7 +229,7 @@ def _print_unconfirmed(console: Any, result: RunResult) -> None:
 
                 console.print(f"[yellow]{escape(line)}[/yellow]", highlight=False)
             else:
-                _plain_lines([line])
+                _plain_lines([plain_cell(line)])
 
 
 # --------------------------------------------------------------------------------------------- verify
@@ -274,7 +286,7 @@ def print_plan(result: RunResult) -> None:
         if terminal:
             console.rule(f"[bold]{_markup(node.host)}[/bold] ({node.status})")
         else:
-            _plain_lines([f"## {node.host} ({node.status})"])
+            _plain_lines([f"## {plain_cell(node.host)} ({node.status})"])
         if node.layout and "numa" in node.layout:
             print_tables(node.layout)
             line = (f"an apply would change {len(node.settings)} setting(s)"
@@ -286,4 +298,4 @@ def print_plan(result: RunResult) -> None:
         elif terminal:
             console.print(f"[red]{_markup(node.message or 'no layout returned')}[/red]", highlight=False)
         else:
-            _plain_lines([node.message or "no layout returned"])
+            _plain_lines([plain_cell(node.message or "no layout returned")])

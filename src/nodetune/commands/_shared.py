@@ -74,6 +74,17 @@ def extra_vars_of(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def check_names(extra_vars: dict[str, Any], tags: list[str] | None) -> None:
+    """Refuse, before anything runs, a misspelt nodetune variable (``Nodetune_smt_enabled``, a Cyrillic ``о``) and a
+    tag that selects no area (``-t NVME``): the playbook would ignore the one and make apply a no-op with the other."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+
+    errors = areas.undeclared(name for name in extra_vars if isinstance(name, str))
+    errors += areas.tag_errors(tags or [])
+    if errors:
+        raise UsageError("; ".join(errors))
+
+
 def tags_of(args: argparse.Namespace) -> list[str] | None:
     text = getattr(args, "tags", None)
     if not text:
@@ -106,6 +117,7 @@ def run_command(command: str, args: argparse.Namespace, call: Callable[..., api.
     try:
         inventory = inventory_of(args)
         extra = extra_vars_of(args)
+        check_names(extra, kwargs.get("tags"))
     except UsageError as exc:
         return fail(command, str(exc))
     options: dict[str, Any] = {"limit": getattr(args, "limit", None), "forks": getattr(args, "forks", None),

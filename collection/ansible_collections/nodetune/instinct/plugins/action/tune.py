@@ -38,7 +38,9 @@ from ansible_collections.nodetune.instinct.plugins.plugin_utils.role_variables i
     any_selected,
     controller_refusal,
     refused,
+    refused_tags,
     role_name,
+    tag_errors,
     undeclared_errors,
 )
 
@@ -54,6 +56,9 @@ class ActionModule(ActionBase):
         del tmp
         args = dict(self._task.args)
         present = args.get("state", "present") == "present"
+        bad_tags = tag_errors(task_vars) if present else []  # tags mean nothing to a revert
+        if bad_tags:
+            return refused_tags(result, bad_tags)
         variables = RoleVariables(self, task_vars)
         role = role_name(self._task)
         errors = undeclared_errors(task_vars) + variables.own_role_errors(role)
@@ -88,6 +93,9 @@ class ActionModule(ActionBase):
             return refused(result, errors)
         if present and not args.get("areas") and not args.get("bios") and not args.get("verify") \
                 and not any_selected(task_vars, ALL_TAGS):
+            bad_tags = tag_errors(task_vars, ALL_TAGS)  # -t nvm: a run that would do nothing and pass
+            if bad_tags:
+                return refused_tags(result, bad_tags)
             result.update(skipped=True, changed=False,
                           msg="no nodetune area selected by this run's tags (%s); nothing to do"
                               % ", ".join(task_vars.get("ansible_run_tags") or []))

@@ -41,10 +41,13 @@ from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files imp
 )
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.lab_backend import module_for
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.role_variables import (
+    VERIFY_TAGS,
     RoleVariables,
     RoleVariablesError,
     refused,
+    refused_tags,
     role_name,
+    tag_errors,
     undeclared_errors,
 )
 
@@ -63,6 +66,10 @@ class ActionModule(ActionBase):
         del tmp
         args = dict(self._task.args)
         controller = dict((name, args.pop(name)) for name in CONTROLLER_OPTIONS if name in args)
+        # the tags choose the areas only where the task does not give them
+        bad_tags = tag_errors(task_vars, VERIFY_TAGS if "areas" not in args else None)
+        if bad_tags:
+            return refused_tags(result, bad_tags)
         variables = RoleVariables(self, task_vars)
         errors = undeclared_errors(task_vars) + variables.own_role_errors(role_name(self._task))
         try:

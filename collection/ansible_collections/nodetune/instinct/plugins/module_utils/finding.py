@@ -79,25 +79,35 @@ def validate_waivers(waivers: Any) -> List[Dict[str, Any]]:
                 raise WaiverError("%s has no %s (every waiver needs id, reason and expires)" % (where, field))
         if not isinstance(entry["id"], str) or not check_ids.is_known(entry["id"]):
             raise WaiverError("%s: %s" % (where, check_ids.unknown_message(str(entry["id"]))))
-        expires = entry["expires"]
-        if isinstance(expires, datetime.date):
-            expires = expires.isoformat()
-        try:
-            datetime.date.fromisoformat(str(expires))
-        except ValueError:
-            raise WaiverError("%s (%s): expires %r is not a date like 2026-12-31" % (where, entry["id"], expires)) \
-                from None
         out.append({"id": str(entry["id"]), "target": str(entry.get("target") or "*"),
-                    "reason": str(entry["reason"]), "expires": str(expires)})
+                    "reason": str(entry["reason"]), "expires": _expiry(entry["expires"], where, entry["id"])})
     return out
+
+
+_EXPIRY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+
+
+def _expiry(value: Any, where: str, waiver_id: str) -> str:
+    """A waiver's ``expires`` as YYYY-MM-DD: a string of exactly that form or a date (YAML's unquoted date). An int
+    (20260204), a week date (2026-W49-1) or a date with a time would compare wrongly, or be read differently by
+    different Pythons, so they are refused rather than kept waiving."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, str) and _EXPIRY.match(value):
+        try:
+            return datetime.date.fromisoformat(value).isoformat()  # the pattern keeps 3.11's wider forms out
+        except ValueError:
+            pass
+    raise WaiverError("%s (%s): expires=%r is not valid: a date written YYYY-MM-DD (like 2026-12-31) is needed"
+                      % (where, waiver_id, value))
 
 
 def apply_waivers(findings: List[Finding], waivers: List[Dict[str, Any]], today: Optional[str] = None) -> List[str]:
     """Turn drifting findings covered by an unexpired waiver into ``waived``; returns notes about expired ones."""
-    today = today or datetime.date.today().isoformat()
+    day = datetime.date.fromisoformat(today) if today else datetime.date.today()
     notes = []
     for waiver in waivers:
-        expired = waiver["expires"] < today
+        expired = datetime.date.fromisoformat(waiver["expires"]) < day  # as dates, never as strings
         for finding in findings:
             if finding.id != waiver["id"] or waiver["target"] not in ("*", finding.target):
                 continue

@@ -11,7 +11,8 @@ what cannot be coerced is refused, naming the variable, its value and what is va
 to the controller's own ``/`` is refused without ``nodetune_controller_allowed``.
 
 Tags: a run's ``--tags``/``--skip-tags`` select the areas (``selected``); the tune role's one task is tagged
-``always`` and a ``meta: noop`` task beside it carries every area's tag (``--list-tags`` shows them).
+``always`` and a ``meta: noop`` task beside it carries every area's tag (``--list-tags`` shows them). A tag that
+selects no area where one was meant is refused (``tag_errors``), as is a run whose tags select none.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -60,6 +61,21 @@ def any_selected(task_vars, all_tags=ALL_TAGS):
 def undeclared_errors(task_vars):
     """A misspelt variable is refused instead of silently ignored (``nodetune_rot`` would leave the root at /)."""
     return areas.undeclared(name for name in task_vars if isinstance(name, str))
+
+
+def tag_errors(task_vars, all_tags=None):
+    """Tags that select no area where one was meant: ``-t NVME``, a Cyrillic ``nvmе``, ``--skip-tags SMT``. With
+    ``all_tags`` (a task that applies or audits what the tags select) and no area selected, every tag that is
+    neither a nodetune tag nor one of the collection's playbooks: such a run would otherwise do nothing and pass."""
+    strict = all_tags is not None and not any_selected(task_vars, all_tags)
+    return areas.tag_errors(task_vars.get("ansible_run_tags") or [], task_vars.get("ansible_skip_tags") or [],
+                            strict=strict, others=areas.PLAYBOOK_TAGS)
+
+
+def refused_tags(result, errors):
+    result.update(failed=True, errors=errors,
+                  msg="nodetune refused this run's tags, nothing was sent to the node: " + "; ".join(errors))
+    return result
 
 
 def controller_refusal(task_vars, root, transport, check_mode, allowed):
