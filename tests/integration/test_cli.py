@@ -258,6 +258,7 @@ def _start_apply(root: Path) -> subprocess.Popen[str]:
     if not script.exists():
         pytest.skip(f"the nodetune console script is not installed next to {sys.executable} (pip install -e .)")
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    env[_RUN_MARK] = str(root)  # inherited by the playbook and its workers: the processes of this run, no other's
     return subprocess.Popen([str(script), "apply", "--root", str(root), *LAB_OPT_INS, *LAB], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -289,15 +290,22 @@ def _runs_completed(root: Path) -> int:
     return len(json.loads(journal.read_text()).get("runs") or []) if journal.exists() else 0
 
 
+_RUN_MARK = "NODETUNE_TEST_CANCELLED_RUN"
+
+
 def _playbooks_on(root: Path) -> list[str]:
-    """Command lines of processes still working on this node tree (the playbook, its workers, the module)."""
+    """Command lines of processes still working on this node tree (the playbook, its workers, the module): those
+    started for it (their environment holds its mark) or naming it. Runs of other tests beside this one (pytest
+    -n) are neither."""
     found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+    mark = f"{_RUN_MARK}={root}\0".encode()
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            text = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (proc / "environ").read_bytes() + b"\0"
         except OSError:
             continue
-        if str(root) in text or "ansible-playbook" in text and "nodetune-run-" in text:
+        if str(root) in text or mark in environ:
             found.append(text)
     return found
 
@@ -320,6 +328,7 @@ def test_sigterm_cancels_the_apply_and_exits_143(big_node: Path) -> None:
 
     proc = _start_apply(big_node)
     _wait_for_the_module(big_node, proc)
+    assert _playbooks_on(big_node), "the run's processes must be found while it runs"
     proc.send_signal(signal.SIGTERM)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
@@ -335,6 +344,7 @@ def test_a_killed_cli_leaves_no_playbook_finishing_the_apply(big_node: Path) -> 
 
     proc = _start_apply(big_node)
     _wait_for_the_module(big_node, proc)
+    assert _playbooks_on(big_node), "the run's processes must be found while it runs"
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     time.sleep(5)

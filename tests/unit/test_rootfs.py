@@ -226,14 +226,102 @@ def test_listing_and_links(tree: Path) -> None:
     assert root.isdir("sys/bus/pci/devices/0000:00:01.0") and not root.exists("sys/class/net/ib0")
 
 
-def test_write_file_is_atomic_and_stays_inside(tree: Path) -> None:
-    os.symlink("/etc", tree / "etc_link")
+def test_write_file_is_atomic_and_creates_its_directories(tree: Path) -> None:
     root = Root(str(tree))
-    root.write_file("etc_link/sysctl.d/90-nodetune.conf", "vm.dirty_ratio = 10\n")
-    assert (tree / "etc/sysctl.d/90-nodetune.conf").read_text() == "vm.dirty_ratio = 10\n"
-    assert not [p for p in (tree / "etc/sysctl.d").iterdir() if p.name.startswith(".nodetune-")]
+    root.write_file("etc/sysctl.d/90-nodetune.conf", "vm.dirty_ratio = 10\n", mode=0o640)
+    written = tree / "etc/sysctl.d/90-nodetune.conf"
+    assert written.read_text() == "vm.dirty_ratio = 10\n" and stat.S_IMODE(written.stat().st_mode) == 0o640
+    root.write_file("/etc/sysctl.d/90-nodetune.conf", "vm.dirty_ratio = 20\n")
+    assert written.read_text() == "vm.dirty_ratio = 20\n" and stat.S_IMODE(written.stat().st_mode) == 0o644
+    assert not [p for p in (tree / "etc/sysctl.d").iterdir() if p.name.startswith(rootfs.TEMP_PREFIX)]
     assert root.remove("etc/sysctl.d/90-nodetune.conf") is True
     assert root.remove("etc/sysctl.d/90-nodetune.conf") is False
+    assert root.remove("etc/nosuch/90-nodetune.conf") is False
+
+
+# A link at the file or at any directory on its way: absolute (re-anchored inside the root), relative, dangling.
+LINKS = [("etc/sysctl.d/90-nodetune.conf", "/etc/hostname", "etc/sysctl.d/90-nodetune.conf"),
+         ("etc/sysctl.d/90-nodetune.conf", "../hostname", "etc/sysctl.d/90-nodetune.conf"),
+         ("etc/sysctl.d/90-nodetune.conf", "/etc/nosuch", "etc/sysctl.d/90-nodetune.conf"),
+         ("etc/sysctl.d", "/etc", "etc/sysctl.d/hostname"),
+         ("etc/sysctl.d", "../../outside", "etc/sysctl.d/hostname"),
+         ("etc", "../outside", "etc/hostname")]
+
+
+@pytest.mark.parametrize("link, target, rel", LINKS)
+def test_whole_files_are_never_written_or_removed_through_a_link(tree: Path, link: str, target: str,
+                                                                  rel: str) -> None:
+    (tree / "etc/sysctl.d").mkdir()
+    if link == "etc":
+        (tree / "etc").rename(tree / "etc.real")
+    elif link == "etc/sysctl.d":
+        (tree / "etc/sysctl.d").rmdir()
+    os.symlink(target, tree / link)
+    root = Root(str(tree))
+    for attempt in (lambda: root.refuse_links(rel), lambda: root.write_file(rel, "x\n"), lambda: root.remove(rel)):
+        with pytest.raises(rootfs.SymlinkError, match="is a symbolic link .* nodetune does not write or delete files "
+                                                      "through symbolic links") as info:
+            attempt()
+        assert info.value.path == link and "/" + rel in str(info.value)
+    assert (tree / "etc.real/hostname" if link == "etc" else tree / "etc/hostname").read_text() == "inside\n"
+    assert (tree.parent / "outside/hostname").read_text() == "OUTSIDE\n"
+    assert os.readlink(tree / link) == target
+    assert not list(tree.rglob(rootfs.TEMP_PREFIX + "*"))
+
+
+def test_a_link_swapped_in_for_a_directory_is_not_followed_into(tree: Path) -> None:
+    """The directory is checked and opened in one step (O_NOFOLLOW under its parent's fd): a link that replaces it
+    after any earlier check is refused, not followed."""
+    (tree / "etc/sysctl.d").mkdir()
+    root = Root(str(tree))
+    root.refuse_links("etc/sysctl.d/90-nodetune.conf")  # the plan's check passes
+    (tree / "etc/sysctl.d").rmdir()
+    os.symlink("/etc", tree / "etc/sysctl.d")
+    with pytest.raises(rootfs.SymlinkError):
+        root.write_file("etc/sysctl.d/hostname", "x\n")
+    assert (tree / "etc/hostname").read_text() == "inside\n"
+
+
+def test_remove_takes_only_the_regular_file_nodetune_wrote(tree: Path) -> None:
+    root = Root(str(tree))
+    root.write_file("etc/nodetune/a.conf", "mine\n")
+    digest = rootfs.sha256_text("mine\n")
+    (tree / "etc/nodetune/a.conf").write_text("mine\nand the operator's\n")
+    with pytest.raises(rootfs.UnexpectedFileError, match="its content changed since nodetune wrote it"):
+        root.remove("etc/nodetune/a.conf", sha256=digest)
+    assert (tree / "etc/nodetune/a.conf").exists()
+    (tree / "etc/nodetune/a.conf").write_text("mine\n")
+    assert root.remove("etc/nodetune/a.conf", sha256=digest) is True
+    os.mkfifo(tree / "etc/nodetune/fifo")
+    (tree / "etc/nodetune/dir").mkdir()
+    for name in ("fifo", "dir"):
+        with pytest.raises(rootfs.UnexpectedFileError, match="not a regular file"):
+            root.remove("etc/nodetune/" + name)
+        assert (tree / "etc/nodetune" / name).exists()
+
+
+@pytest.mark.parametrize("rel", ["", "/", "..", "etc/../..", "etc/nodetune/../.."])
+def test_whole_file_paths_need_a_name_below_the_root(tree: Path, rel: str) -> None:
+    root = Root(str(tree))
+    for attempt in (lambda: root.write_file(rel, "x\n"), lambda: root.remove(rel)):
+        with pytest.raises(PathEscapeError, match="names the root itself"):
+            attempt()
+    assert (tree / "etc/hostname").read_text() == "inside\n"
+
+
+def test_dotdot_in_a_whole_file_path_stops_at_the_root(tree: Path) -> None:
+    root = Root(str(tree))
+    root.write_file("../../../outside/secret", "x\n")
+    assert (tree / "outside/secret").read_text() == "x\n"
+    assert (tree.parent / "outside/secret").read_text() == "OUTSIDE\n"
+    assert root.remove("etc/../../outside/secret") is True and not (tree / "outside/secret").exists()
+
+
+def test_kernel_attributes_are_still_written_through_sysfs_links(tree: Path) -> None:
+    """/sys/block/X and /sys/bus/pci/devices/BDF are links: Root.write resolves them inside the root."""
+    root = Root(str(tree))
+    root.write("sys/bus/pci/devices/0000:00:01.0/numa_node", "0")
+    assert (tree / "sys/devices/pci0000:00/0000:00:01.0/numa_node").read_text() == "0"
 
 
 def test_host_root_reads_the_real_machine_read_only() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import datetime
 import hashlib
 import json
 import multiprocessing
@@ -230,6 +231,16 @@ BAD_INPUTS = [
     ("waiver id not a string", {"waivers": [{"id": 5, "reason": "r", "expires": "2099-01-01"}]}),
     ("waiver no reason", {"waivers": [{"id": "bios.iommu", "expires": "2099-01-01"}]}),
     ("waiver bad date", {"waivers": [{"id": "bios.iommu", "reason": "r", "expires": "soon"}]}),
+    # expires: YYYY-MM-DD only, compared as dates (issue 23 item 6)
+    ("waiver expires int", {"waivers": [{"id": "bios.iommu", "reason": "r", "expires": 20260204}]}),
+    ("waiver expires compact", {"waivers": [{"id": "bios.iommu", "reason": "r", "expires": "20260204"}]}),
+    ("waiver expires week date", {"waivers": [{"id": "bios.iommu", "reason": "r", "expires": "2026-W49-1"}]}),
+    ("waiver expires with time", {"waivers": [{"id": "bios.iommu", "reason": "r", "expires": "2026-12-01T10:00"}]}),
+    ("waiver expires datetime", {"waivers": [{"id": "bios.iommu", "reason": "r",
+                                              "expires": datetime.datetime(2026, 12, 1, 10, 0)}]}),
+    ("waiver expires bool", {"waivers": [{"id": "bios.iommu", "reason": "r", "expires": True}]}),
+    ("waiver expires Feb 30", {"waivers": [{"id": "bios.iommu", "reason": "r", "expires": "2026-02-30"}]}),
+    ("waiver expires Arabic-Indic", {"waivers": [{"id": "bios.iommu", "reason": "r", "expires": "٢٠٢٦-١٢-٠١"}]}),
     ("waivers not a list", {"waivers": {"id": "bios.iommu"}}),
 ]
 REFUSALS = (SettingError, WaiverError, BiosConfigError, NodeFileError)
@@ -249,6 +260,103 @@ def test_bad_input_is_refused_before_any_write(pristine: Path, case: dict[str, A
 
 
 EXPECTED["bad inputs refused before any write"] = len(BAD_INPUTS)
+
+
+def test_a_waiver_expires_on_a_date_written_one_way() -> None:
+    """Issue 23 item 6: the error names the waiver, the key and the value; a YAML date is taken as it is."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
+        Finding,
+        apply_waivers,
+        validate_waivers,
+    )
+
+    with pytest.raises(WaiverError) as info:
+        validate_waivers([{"id": "bios.iommu", "reason": "r", "expires": 20260204}])
+    assert str(info.value) == ("waiver #1 (bios.iommu): expires=20260204 is not valid: a date written YYYY-MM-DD "
+                               "(like 2026-12-31) is needed")
+    waivers = validate_waivers([{"id": "bios.iommu", "reason": "r", "expires": datetime.date(2026, 2, 4)}])
+    assert waivers[0]["expires"] == "2026-02-04"
+    findings = [Finding("bios.iommu", "cmdline", "on", "off", "drift")]
+    assert apply_waivers(findings, waivers, today="2026-02-04") == [] and findings[0].status == "waived"
+    findings = [Finding("bios.iommu", "cmdline", "on", "off", "drift")]
+    assert apply_waivers(findings, waivers, today="2026-02-05") and findings[0].status == "drift"
+
+
+# ------------------------------------------------------------------------------------------------ misspelt names
+# Issue 23 item 9: a nodetune variable or tag typed in the wrong case or with a look-alike letter (Cyrillic о and е,
+# full-width forms) used to be ignored: SMT was still offlined, or apply did nothing and passed.
+MISSPELT = [
+    ("variable capitalised", {"Nodetune_smt_enabled": False},
+     "Nodetune_smt_enabled is not a nodetune variable; did you mean nodetune_smt_enabled? (names are lower case"),
+    ("variable Cyrillic o", {"nоdetune_smt_enabled": False},
+     "nоdetune_smt_enabled is not a nodetune variable; did you mean nodetune_smt_enabled? "
+     "(it holds U+043E CYRILLIC SMALL LETTER O"),
+    ("variable full-width", {"ｎodetune_smt_enabled": False}, "did you mean nodetune_smt_enabled?"),
+    ("variable Greek o inside", {"nodetune_smt_pοlicy": "off"}, "did you mean nodetune_smt_policy?"),
+    ("tag upper case", {"ansible_run_tags": ["NVME"]}, "--tags NVME selects no nodetune area; did you mean nvme?"),
+    ("tag Cyrillic e", {"ansible_run_tags": ["nvmе"]},
+     "--tags nvmе selects no nodetune area; did you mean nvme? (it holds U+0435 CYRILLIC SMALL LETTER IE; valid "
+     "tags: smt, cpu, irq_affinity, infiniband, nvme, sysctl, rocm_env, bios_check, all, apply, verify)"),
+    ("tag unknown", {"ansible_run_tags": ["nvm"]}, "--tags nvm selects no nodetune area; did you mean nvme?"),
+    ("tag misspelt beside a real one", {"ansible_run_tags": ["nvme", "CPU"]}, "--tags CPU selects no nodetune area"),
+    ("skip tag upper case", {"ansible_skip_tags": ["SMT"]}, "--skip-tags SMT selects no nodetune area"),
+]
+MISSPELT_FAMILY = "misspelt variables and tags refused (tune, verify)"
+
+
+@pytest.mark.parametrize("plugin", ["tune", "verify"])
+@pytest.mark.parametrize("variables,message", [c[1:] for c in MISSPELT], ids=[c[0] for c in MISSPELT])
+def test_a_misspelt_variable_or_tag_is_refused_before_the_call(pristine: Path, plugin: str,
+                                                               variables: dict[str, Any], message: str) -> None:
+    from ansible_collections.nodetune.instinct.plugins.action import tune as tune_action
+    from ansible_collections.nodetune.instinct.plugins.action import verify as verify_action
+
+    from tests.unit.test_tune_action import action, host
+
+    run = action(tune_action if plugin == "tune" else verify_action, {"root": str(pristine)})
+    result = run.run(task_vars=host(**variables))
+    assert result.get("failed") and run.calls == [], result
+    assert message in result["msg"]
+    FIGURES[MISSPELT_FAMILY] += 1
+
+
+EXPECTED[MISSPELT_FAMILY] = 2 * len(MISSPELT)
+
+
+def test_real_names_and_the_playbooks_own_tags_still_pass(pristine: Path) -> None:
+    from ansible_collections.nodetune.instinct.plugins.action import tune as tune_action
+
+    from tests.unit.test_tune_action import action, host
+
+    for variables in ({"nodetune_smt_enabled": False}, {"ansible_run_tags": ["nvme", "cpu"]},
+                      {"ansible_skip_tags": ["smt", "lab"]}, {"ansible_run_tags": ["apply"]}):
+        run = action(tune_action, {"root": str(pristine)})
+        result = run.run(task_vars=host(**variables))
+        assert not result.get("failed") and len(run.calls) == 1, (variables, result.get("msg"))
+    run = action(tune_action, {"root": str(pristine)})
+    result = run.run(task_vars=host(ansible_run_tags=["lab"]))  # site.yml --tags lab: the tune task has no area
+    assert result.get("skipped") and run.calls == [], result
+
+
+@pytest.mark.parametrize("words,message", [
+    (["apply", "-t", "NVME"], "--tags NVME selects no nodetune area; did you mean nvme?"),
+    (["verify", "-t", "nvmе,cpu"], "--tags nvmе selects no nodetune area; did you mean nvme?"),
+    (["apply", "-t", "lab"], "--tags lab selects no nodetune area (valid tags: smt, cpu"),
+    (["apply", "-e", "Nodetune_smt_enabled=false"], "did you mean nodetune_smt_enabled?"),
+    (["apply", "-e", "nоdetune_smt_enabled=false"], "did you mean nodetune_smt_enabled?"),
+])
+def test_the_cli_refuses_a_misspelt_variable_or_tag_before_running(pristine: Path, words: list[str], message: str,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodetune import api
+    from nodetune.cli import main
+
+    calls: list[Any] = []
+    for name in ("apply", "verify"):
+        monkeypatch.setattr(api, name, lambda *args, **kwargs: calls.append(args))
+    assert main([*words, "--root", str(pristine)]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and calls == [], err
 
 
 @pytest.mark.parametrize("make", ["link_to_slash", "empty_sys", "empty_cpu_dir", "a_file", "missing"])
@@ -370,6 +478,7 @@ def test_data_written_for_ansible_comes_back_exactly_and_untrusted(value: Any) -
     # the strings left trusted are numbers, booleans, nulls and dates in form: nothing that can start a template
     assert not [s for s in strings if is_trusted_as_template(s) and any(c in s for c in "{%#")]
     assert all(is_trusted_as_template(s) for s in strings if s in ("", "1", "true", "~", "2026-12-01"))
+    assert is_trusted_as_template(loaded["ansible_python_interpreter"])
 
 
 def engine_revert_like_the_module(path: Path) -> None:
@@ -403,6 +512,8 @@ JOURNALS = {
     "service named wrong": '{"version": 1, "baseline": {"service:a.service": {"kind": "service", '
                            '"unit": "b.service", "state": "active=yes"}}}',
     "runs not a list": '{"version": 1, "baseline": {}, "runs": {}}',
+    "file digest not sha256": '{"version": 1, "baseline": {"etc/x": {"kind": "file", "exists": false, '
+                              '"content": null, "mode": "0644", "sha256": "abc"}}}',
 }
 
 
@@ -589,6 +700,136 @@ def test_lock_timeout_is_honoured_and_the_lock_is_never_a_file(pristine: Path) -
     revert(pristine)
 
 
+# ------------------------------------------------------------------------------------------------ symbolic links
+# nodetune's own fixed paths (issue 23 item 2): a link placed at one, or at a directory on its way, must never make
+# apply write, or revert delete, another file. The node's root re-anchors an absolute link at the root, so a link to
+# /etc/shadow here aims at the tree's etc/shadow as it would at the real one on a node tuned at '/'.
+SYSCTL_CONF = "etc/sysctl.d/90-nodetune-sysctl.conf"
+LINKS = "links refused, edited files kept (apply, revert)"
+
+
+def shadow_untouched(path: Path) -> bool:
+    shadow = path / "etc/shadow"
+    return not shadow.is_symlink() and shadow.read_text() == FOREIGN["etc/shadow"]
+
+
+@contextlib.contextmanager
+def linked_directory(path: Path, rel: str, target: str) -> Any:
+    """``rel`` (a directory of the node) replaced by a link to ``target`` meanwhile."""
+    folder, aside = path / rel, path / (rel + ".aside")
+    folder.rename(aside)
+    folder.symlink_to(target)
+    try:
+        yield
+    finally:
+        folder.unlink()
+        aside.rename(folder)
+
+
+@pytest.mark.parametrize("where", ["file", "directory"])
+def test_a_link_on_a_path_nodetune_writes_is_refused_before_any_write(pristine: Path, where: str) -> None:
+    conf = pristine / SYSCTL_CONF
+    with contextlib.ExitStack() as stack:
+        if where == "file":
+            conf.symlink_to("/etc/shadow")
+            stack.callback(conf.unlink)
+        else:
+            stack.enter_context(linked_directory(pristine, "etc/sysctl.d", "/etc"))
+        before = stat_of(pristine)
+        for check_mode in (True, False):
+            with pytest.raises(SettingError) as info:
+                tune(pristine, check_mode=check_mode)
+            assert differences(before, stat_of(pristine)) == []
+        message = str(info.value)
+        assert f"writing /{SYSCTL_CONF} refused" in message and "nodetune does not write or delete files " \
+            "through symbolic links" in message
+        assert ("it is a symbolic link (to /etc/shadow)" if where == "file"
+                else "/etc/sysctl.d, on the way to it, is a symbolic link (to /etc)") in message
+    assert shadow_untouched(pristine) and not (pristine / "etc/90-nodetune-sysctl.conf").exists()
+    FIGURES[LINKS] += 1
+
+
+@pytest.mark.parametrize("where", ["file", "directory"])
+def test_a_link_swapped_in_between_plan_and_write_is_refused(pristine: Path, where: str) -> None:
+    """The fault hook runs just before a write: the link appears after the plan checked the path. The directory is
+    swapped before the first file written into it, so that no earlier write of the run lies behind the link."""
+    conf = pristine / SYSCTL_CONF
+    victim = SYSCTL_CONF if where == "file" else "etc/sysctl.d/"
+    swapped: list[str] = []
+    with contextlib.ExitStack() as stack:
+
+        def swap(setting: Setting) -> None:
+            if setting.path.startswith(victim) and not swapped:
+                swapped.append(setting.path)
+                if where == "file":
+                    conf.symlink_to("/etc/shadow")
+                    stack.callback(conf.unlink)
+                else:
+                    stack.enter_context(linked_directory(pristine, "etc/sysctl.d", "/etc"))
+
+        with pytest.raises(engine.ApplyError) as info:
+            tune(pristine, fault=swap)
+        assert "symbolic link" in str(info.value) and info.value.rollback_errors == []
+        assert info.value.setting.path.startswith(victim) and shadow_untouched(pristine)
+        assert not [p for p in (pristine / "etc").iterdir() if p.name.startswith("90-nodetune")]
+    FIGURES[LINKS] += 1
+
+
+def test_a_link_placed_after_apply_is_kept_and_reported_by_revert(pristine: Path) -> None:
+    tune(pristine)
+    conf = pristine / SYSCTL_CONF
+    assert conf.is_file() and not conf.is_symlink()
+    conf.unlink()
+    conf.symlink_to("/etc/shadow")
+    with pytest.raises(engine.ApplyError) as info:
+        revert(pristine)
+    assert f"removing /{SYSCTL_CONF} refused: it is a symbolic link (to /etc/shadow)" in str(info.value)
+    assert [p for p in info.value.rollback_errors if SYSCTL_CONF in p] == info.value.rollback_errors != []
+    assert shadow_untouched(pristine) and conf.is_symlink()
+    assert (pristine / engine.JOURNAL).exists()  # kept: the operator deals with the link, then reverts again
+    conf.unlink()
+    assert revert(pristine)["changed"] is True
+    FIGURES[LINKS] += 1
+
+
+@pytest.mark.parametrize("journal", ["this version", "earlier version"])
+def test_a_file_edited_after_apply_is_kept_and_reported_by_revert(pristine: Path, journal: str) -> None:
+    """Revert deletes a file nodetune created only while it holds what nodetune wrote. A journal of an earlier
+    version has no digest: revert then deletes only a regular file (the edited one goes), never a link."""
+    tune(pristine)
+    conf = pristine / SYSCTL_CONF
+    state = pristine / engine.JOURNAL
+    recorded = json.loads(state.read_text())
+    assert recorded["baseline"][SYSCTL_CONF]["exists"] is False
+    written = hashlib.sha256(conf.read_bytes()).hexdigest()
+    conf.write_text(conf.read_text() + "vm.swappiness = 1\n")
+    if journal == "earlier version":
+        for snap in recorded["baseline"].values():
+            snap.pop("sha256", None)
+        state.write_text(json.dumps(recorded))
+        link = pristine / "etc/modprobe.d/nodetune-nvme.conf"
+        created = [key for key, snap in recorded["baseline"].items() if snap.get("exists") is False]
+        assert link.relative_to(pristine).as_posix() in created
+        link.unlink()
+        link.symlink_to("/etc/shadow")
+        with pytest.raises(engine.ApplyError, match="it is a symbolic link"):
+            revert(pristine)
+        assert shadow_untouched(pristine) and link.is_symlink() and not conf.exists()
+        link.unlink()
+    else:
+        with pytest.raises(engine.ApplyError) as info:
+            revert(pristine)
+        assert f"removing /{SYSCTL_CONF} refused: its content changed since nodetune wrote it" in str(info.value)
+        assert conf.read_text().endswith("vm.swappiness = 1\n") and state.exists()
+        assert json.loads(state.read_text())["baseline"][SYSCTL_CONF]["sha256"] == written
+        conf.unlink()
+    assert revert(pristine)["changed"] is True
+    FIGURES[LINKS] += 1
+
+
+EXPECTED[LINKS] = 7
+
+
 # ------------------------------------------------------------------------------------------------ sysctl at boot
 def test_a_sysctl_shadowed_at_boot_is_warned_and_reported(pristine: Path) -> None:
     """The simulated node, like Debian, links etc/sysctl.d/99-sysctl.conf to /etc/sysctl.conf; a site value there
@@ -638,6 +879,30 @@ def test_every_check_id_the_code_builds_is_one_a_waiver_may_name() -> None:
         built |= set(re.findall(r'(?:Setting|Finding)\(\s*"([a-z_]+\.[a-z_.]+)"', path.read_text()))
     assert built and built <= set(check_ids.known_ids())
     assert check_ids.is_known("sysctl.net.core.rmem_max") and not check_ids.is_known("nvme.schedular")
+
+
+def test_a_control_character_never_splits_a_plain_row(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23 item 12: the plain tables are one row per line (docs/cli.md), whatever a host name or value holds;
+    control characters are written as Python escapes."""
+    from nodetune import render
+    from nodetune.api import Finding, NodeResult, RunResult, SettingChange
+
+    evil = "node\n1\r\t\x1b[31m\x00\x7f\x85\u2028"
+    node = NodeResult(host=evil, status="failed", message="first\rsecond\x0bthird",
+                      settings=[SettingChange(id="sysctl.vm.x", target="t\nu", before="a\tb", after="c\x1cd")],
+                      findings=[Finding(id="x.y", target="t\n", status="drift", expected="e\t", actual="a\r",
+                                        remedy="r\x85r")])
+    render.print_apply(RunResult(operation="apply", nodes={evil: node}, rc=1))
+    render.print_verify(RunResult(operation="verify", nodes={evil: node}, rc=1))
+    render.print_discover(RunResult(operation="discover", nodes={evil: node}, rc=1))
+    out = capsys.readouterr().out
+    tables = [block.split("\n") for block in out.split("# ")[1:]]
+    assert [len(lines) - 3 for lines in tables] == [1, 1, 1, 1, 1]  # title, header, one row, the newline at the end
+    for lines in tables:
+        assert {line.count("\t") for line in lines[1:-1]} == {lines[1].count("\t")}, lines
+    assert out.splitlines() == out.split("\n")[:-1]
+    assert "node\\n1\\r\\t\\x1b[31m\\x00\\x7f\\x85\\u2028" in out and "first\\rsecond\\x0bthird" in out
+    assert "a\\tb\tc\\x1cd" in out
 
 
 def test_numbers_are_ascii_digits_only() -> None:

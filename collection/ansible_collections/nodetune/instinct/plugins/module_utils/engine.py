@@ -22,7 +22,12 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import inventory
-from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import (
+    TEMP_PREFIX,
+    NodeFileError,
+    Root,
+    sha256_text,
+)
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import _classify as classify_os_error
 from ansible_collections.nodetune.instinct.plugins.module_utils.services import format_state, parse_state
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
@@ -103,6 +108,12 @@ def plan_actions(root: Root, settings: List[Setting], services: Any = None) -> L
                            % (setting.uid, "/" + setting.path))
         if setting.kind == SERVICE and services is None:
             missing.append("%s: no service manager available for this root" % setting.uid)
+        if setting.kind in (FILE, LINE, ABSENT):
+            # Refused before any write, so that nothing is half-applied; write_file checks again at the write.
+            try:
+                root.refuse_links(setting.path, "removing" if setting.kind == ABSENT else "writing")
+            except NodeFileError as exc:
+                missing.append("%s: %s" % (setting.uid, exc))
         current.append(before)
     if missing:
         raise SettingError(missing)
@@ -165,7 +176,9 @@ _NOT_JSON = object()
 _SNAPSHOT_FIELDS = {
     # kind: {field: (allowed types, required)}
     ATTR: {"restore": ((str, type(None)), True)},
-    FILE: {"exists": ((bool,), True), "content": ((str, type(None)), True), "mode": ((str,), True)},
+    # sha256: of what nodetune last wrote to a file it created (absent in journals of earlier versions)
+    FILE: {"exists": ((bool,), True), "content": ((str, type(None)), True), "mode": ((str,), True),
+           "sha256": ((str,), False)},
     SERVICE: {"unit": ((str,), True), "state": ((str, type(None)), True)},
 }
 
@@ -215,6 +228,8 @@ def _snapshot_problems(key: str, snap: Any) -> List[str]:
         problems.append("%s: mode %r is not an octal file mode" % (where, snap["mode"]))
     if kind == FILE and snap.get("exists") is True and not isinstance(snap.get("content"), str):
         problems.append("%s: an existing file needs its 'content'" % where)
+    if kind == FILE and isinstance(snap.get("sha256"), str) and not _is_sha256(snap["sha256"]):
+        problems.append("%s: sha256 %r is not a SHA-256 hex digest" % (where, snap["sha256"]))
     if "order" in snap and (isinstance(snap["order"], bool) or not isinstance(snap["order"], int)):
         problems.append("%s: 'order' is %s, not an integer" % (where, _json_type(snap["order"])))
     if kind == SERVICE and key != "service:" + str(snap.get("unit")):
@@ -226,6 +241,10 @@ def _snapshot_problems(key: str, snap: Any) -> List[str]:
 
 def _is_octal_mode(text: str) -> bool:
     return 0 < len(text) <= 4 and all(c in "01234567" for c in text)
+
+
+def _is_sha256(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 def _is_inner_path(path: str) -> bool:
@@ -318,9 +337,6 @@ class NodeLock(object):
 
 
 # --------------------------------------------------------------------------------------------- leftovers
-TEMP_PREFIX = ".nodetune-"  # Root.write_file's temporary files: a kill -9 between create and rename leaves one
-
-
 def _sweep_temp_files(root: Root, dirs: List[str]) -> List[str]:
     """Remove nodetune's own temporary files left in ``dirs`` by an interrupted run; returns what went."""
     removed = []
@@ -345,18 +361,33 @@ def _file_dirs(baseline: Dict[str, Dict[str, Any]], settings: Optional[List[Sett
 
 
 # --------------------------------------------------------------------------------------------- writing
-def _write(root: Root, setting: Setting, services: Any) -> None:
+def _write(root: Root, setting: Setting, services: Any) -> Optional[str]:
+    """Write one Setting; returns the text of the whole file it wrote (None for anything else)."""
     if setting.kind == ATTR:
         root.write(setting.path, setting.value)
     elif setting.kind == FILE:
         root.write_file(setting.path, setting.value, mode=setting.mode)
+        return setting.value
     elif setting.kind == LINE:
-        root.write_file(setting.path, set_line(root.read(setting.path, strip=False), setting.key or "",
-                                               setting.value), mode=root.mode(setting.path) or setting.mode)
+        text = set_line(root.read(setting.path, strip=False), setting.key or "", setting.value)
+        root.write_file(setting.path, text, mode=root.mode(setting.path) or setting.mode)
+        return text
     elif setting.kind == ABSENT:
         root.remove(setting.path)
     elif setting.kind == SERVICE:
         services.set_state(setting.target, parse_state(setting.value))
+    return None
+
+
+def _note_written(baseline: Dict[str, Dict[str, Any]], key: str, text: Optional[str]) -> None:
+    """Remember what nodetune wrote to a file it created: revert deletes the file only while it still holds that."""
+    snap = baseline.get(key)
+    if snap is None or snap.get("kind") != FILE or snap.get("exists") is not False:
+        return
+    if text is None:
+        snap.pop("sha256", None)  # removed (ABSENT): nothing of nodetune's left there
+    else:
+        snap["sha256"] = sha256_text(text)
 
 
 def _restore(root: Root, key: str, snap: Dict[str, Any], services: Any) -> None:
@@ -372,7 +403,9 @@ def _restore(root: Root, key: str, snap: Dict[str, Any], services: Any) -> None:
             if root.read(key, strip=False) != snap["content"] or root.mode(key) != int(snap["mode"], 8):
                 root.write_file(key, snap["content"], mode=int(snap["mode"], 8))
         else:
-            root.remove(key)
+            # Only the regular file nodetune wrote (a journal of an earlier version has no digest: any regular file);
+            # a link, another kind of file or edited content raises, and the caller reports it.
+            root.remove(key, sha256=snap.get("sha256"))
 
 
 def normalize_raw(text: Optional[str]) -> Optional[str]:
@@ -437,6 +470,7 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
         for action in actions:
             _write_or_roll_back(root, action, done, before_run, services, fault, journal_before, journal)
             done.append(action)
+        _note_unchanged_files(root, settings, baseline)
         checked = unconfirmed(root, [a.setting for a in done], services)
         for action in _check_files_at_effective(root, settings, done, checked, services):
             key = _baseline_key(action.setting)
@@ -463,7 +497,10 @@ def _write_or_roll_back(root: Root, action: Action, done: List[Action], before_r
     try:
         if fault is not None:
             fault(action.setting)
-        _write(root, action.setting, services)
+        written = _write(root, action.setting, services)
+        if action.setting.kind in (FILE, LINE, ABSENT):
+            for snaps in (journal["baseline"], before_run):  # revert's and this run's rollback's view of the file
+                _note_written(snaps, action.setting.path, written)
     except (NodeFileError, OSError) as exc:
         rolled, problems = _rollback(root, done, before_run, services)
         if not problems:
@@ -474,6 +511,16 @@ def _write_or_roll_back(root: Root, action: Action, done: List[Action], before_r
                             else "/" + action.setting.path, exc, len(rolled),
                             "" if not problems else "; could NOT restore: " + "; ".join(problems)),
                          action.setting, rolled, problems) from exc
+
+
+def _note_unchanged_files(root: Root, settings: List[Setting], baseline: Dict[str, Dict[str, Any]]) -> None:
+    """The digest of a created file this run found as wanted but whose digest the journal lacks (a run killed
+    between the write and the journal update, a journal of an earlier version): it holds exactly the Setting's text."""
+    for setting in settings:
+        snap = baseline.get(setting.path)
+        if setting.kind == FILE and snap is not None and snap.get("kind") == FILE and snap.get("exists") is False \
+                and "sha256" not in snap and root.read(setting.path, strip=False) == setting.value:
+            snap["sha256"] = sha256_text(setting.value)
 
 
 # Settings whose next plan asks for the value the kernel capped them at (area_infiniband.kernel_capped_mtu):
@@ -590,7 +637,10 @@ def revert(root: Root, check_mode: bool = False, services: Any = None, lock_time
             except (NodeFileError, OSError) as exc:
                 problems.append("%s: %s" % (key, exc))
         if problems:
-            raise ApplyError("revert could not restore: " + "; ".join(problems))
+            # The journal stays as it is (every entry, the ones restored included: restoring them again changes
+            # nothing), so that the operator can deal with what is named and revert again.
+            raise ApplyError("revert could not restore: %s; the journal %s is kept: deal with what is named and "
+                             "revert again" % ("; ".join(problems), "/" + JOURNAL), rollback_errors=problems)
         _sweep_temp_files(root, _file_dirs(journal["baseline"]))
         root.remove(JOURNAL)
         root.remove(LEGACY_LOCK)

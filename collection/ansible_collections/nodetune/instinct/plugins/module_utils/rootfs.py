@@ -56,6 +56,11 @@ _CHUNK = 65536
 # Below this many files, a batch read opens each file by its full path (see Root._batch_base).
 _BATCH_MIN_FILES = 16
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+# Whole files (configuration under /etc, the journal) are reached from an fd of the root directory one component at a
+# time, each opened with O_NOFOLLOW relative to the one before: no link anywhere below the root is followed. That is
+# what openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) gives, which Python's os module does not offer.
+_NOFOLLOW_DIR_FLAGS = _DIR_FLAGS | _NOFOLLOW
+TEMP_PREFIX = ".nodetune-"  # write_file's temporary files: a kill -9 between create and rename leaves one
 
 
 def _read_rest(fd: int) -> bytes:
@@ -104,6 +109,16 @@ class ReadOnlyError(NodeFileError):
 
 class RootError(NodeFileError):
     """The root itself is unusable (missing, not a directory)."""
+
+
+class SymlinkError(NodeFileError):
+    """A whole file nodetune writes or deletes, or a directory on its way there, is a symbolic link: refused, because
+    a link placed there (``etc/sysctl.d/90-nodetune-sysctl.conf -> /etc/shadow``) would make it write or delete
+    another file. ``path`` is the link."""
+
+
+class UnexpectedFileError(NodeFileError):
+    """A file nodetune would delete is not the regular file it wrote: another kind of file, or edited since."""
 
 
 def _classify(exc: OSError, rel: str, action: str, value: Optional[str] = None) -> NodeFileError:
@@ -572,35 +587,187 @@ class Root(object):
         except OSError as exc:
             raise _classify(exc, clean, "writing", value) from None
 
+    # ---------------------------------------------------------------- whole files, never through a link
+    # Kernel attributes (write above) resolve links inside the root: /sys/block/X is one. Whole files do not follow any.
     def write_file(self, rel: str, content: str, mode: int = 0o644) -> None:
-        """Atomically create or replace a regular file (config files under /etc, the journal)."""
-        target = self.real(rel)
-        clean = rel.lstrip("/")
-        directory = os.path.dirname(target)
-        try:
-            os.makedirs(directory, exist_ok=True)
-            import tempfile  # only writers need it; keeps read-only discovery's start-up lean
+        """Atomically create or replace a regular file (config files under /etc, the journal).
 
-            fd, tmp = tempfile.mkstemp(prefix=".nodetune-", dir=directory)
+        Missing directories are created. Raises :class:`SymlinkError` where the file or any directory on its way is
+        a symbolic link: a link swapped in after the plan's check (:meth:`refuse_links`) is caught here.
+        """
+        parts = self._file_parts(rel, "writing")
+        clean = "/".join(parts)
+        try:
+            dir_fd = self._open_dir_nofollow(parts[:-1], clean, "writing", create=True)
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(content)
-                os.chmod(tmp, mode)
-                os.replace(tmp, target)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
+                self._refuse_link_at(dir_fd, parts[-1], clean, clean, "writing")
+                tmp = self._write_temp(dir_fd, content.encode("utf-8"), mode)
+                try:
+                    os.replace(tmp, parts[-1], src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # rename replaces a link itself
+                except BaseException:
+                    _unlink_quietly(tmp, dir_fd)
+                    raise
+            finally:
+                os.close(dir_fd)
         except OSError as exc:
             raise _classify(exc, clean, "writing") from None
 
-    def remove(self, rel: str) -> bool:
-        """Remove a regular file; returns False where it did not exist."""
-        target = self.real(rel)
+    def remove(self, rel: str, sha256: Optional[str] = None) -> bool:
+        """Remove a regular file; returns False where it (or a directory on its way) did not exist.
+
+        Refused with :class:`SymlinkError` where the file or a directory on its way is a symbolic link, and with
+        :class:`UnexpectedFileError` where it is not a regular file or, with ``sha256``, no longer holds the content
+        of that digest (what nodetune wrote there).
+        """
+        parts = self._file_parts(rel, "removing")
+        clean = "/".join(parts)
         try:
-            os.unlink(target)
+            dir_fd = self._open_dir_nofollow(parts[:-1], clean, "removing")
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise _classify(exc, clean, "removing") from None
+        try:
+            self._refuse_link_at(dir_fd, parts[-1], clean, clean, "removing")
+            st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                raise UnexpectedFileError("removing /%s refused: it is not a regular file, so nodetune did not write "
+                                          "it" % clean, clean)
+            if sha256 is not None and _sha256_at(dir_fd, parts[-1]) != sha256:
+                raise UnexpectedFileError("removing /%s refused: its content changed since nodetune wrote it; "
+                                          "nodetune deletes only what it wrote" % clean, clean)
+            os.unlink(parts[-1], dir_fd=dir_fd)
             return True
         except FileNotFoundError:
             return False
         except OSError as exc:
-            raise _classify(exc, rel.lstrip("/"), "removing") from None
+            raise _classify(exc, clean, "removing") from None
+        finally:
+            os.close(dir_fd)
+
+    def refuse_links(self, rel: str, action: str = "writing") -> None:
+        """Raise :class:`SymlinkError` where ``rel`` or a directory on its way is a symbolic link (what
+        :meth:`write_file` and :meth:`remove` would refuse); a missing part is fine (the write creates it)."""
+        parts = self._file_parts(rel, action)
+        clean = "/".join(parts)
+        try:
+            dir_fd = self._open_dir_nofollow(parts[:-1], clean, action)
+        except OSError:  # (a SymlinkError is not one: it goes to the caller)
+            return  # missing, or not a directory: the write itself says so
+        try:
+            self._refuse_link_at(dir_fd, parts[-1], clean, clean, action)
+        finally:
+            os.close(dir_fd)
+
+    def _file_parts(self, rel: str, action: str) -> List[str]:
+        """The components of a whole file's path; ``..`` stops at the root as everywhere in a Root (taken lexically,
+        which is exact here: no component may be a link)."""
+        parts: List[str] = []
+        for part in self._parts(rel):
+            if part != "..":
+                parts.append(part)
+            elif parts:
+                parts.pop()
+        if not parts:
+            raise PathEscapeError("%s %r refused: it names the root itself, not a file below it" % (action, rel),
+                                  rel.lstrip("/"))
+        return parts
+
+    def _open_dir_nofollow(self, parts: List[str], asked: str, action: str, create: bool = False) -> int:
+        """fd of the directory ``parts`` names, opened component by component from the root without following a
+        link (missing ones created where ``create``). Raises SymlinkError at a link, OSError otherwise."""
+        fd = os.open(self.path, _DIR_FLAGS)
+        try:
+            for depth, name in enumerate(parts):
+                try:
+                    child = _open_child_dir(fd, name, create)
+                except OSError as exc:
+                    if exc.errno != errno.ENOENT:
+                        self._refuse_link_at(fd, name, "/".join(parts[:depth + 1]), asked, action)
+                    raise
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @staticmethod
+    def _refuse_link_at(dir_fd: int, name: str, where: str, asked: str, action: str) -> None:
+        """Raise SymlinkError where ``name`` in ``dir_fd`` (``where`` below the root) is a symbolic link."""
+        try:
+            target = os.readlink(name, dir_fd=dir_fd)
+        except OSError:
+            return  # not a link (EINVAL) or not there
+        what = "it is" if where == asked else "/%s, on the way to it, is" % where
+        raise SymlinkError("%s /%s refused: %s a symbolic link (to %s); nodetune does not write or delete files "
+                           "through symbolic links" % (action, asked, what, target), where)
+
+    @staticmethod
+    def _write_temp(dir_fd: int, data: bytes, mode: int) -> str:
+        """Name of a new temporary file in ``dir_fd`` holding ``data`` with ``mode`` (created, never opened through
+        a link)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        while True:
+            tmp = TEMP_PREFIX + os.urandom(6).hex()
+            try:
+                fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
+                break
+            except FileExistsError:
+                continue
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(tmp, dir_fd)
+            raise
+        os.close(fd)
+        return tmp
+
+
+def _open_child_dir(dir_fd: int, name: str, create: bool) -> int:
+    try:
+        return os.open(name, _NOFOLLOW_DIR_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if not create:
+            raise
+    # (no contextlib.suppress here: contextlib imports functools, which the discover fast path must not load)
+    try:  # noqa: SIM105
+        os.mkdir(name, dir_fd=dir_fd)
+    except FileExistsError:
+        pass  # made meanwhile by another writer: opened below like any other
+    return os.open(name, _NOFOLLOW_DIR_FLAGS, dir_fd=dir_fd)
+
+
+def _unlink_quietly(name: str, dir_fd: int) -> bool:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        return False
+    return True
+
+
+def sha256_text(text: str) -> str:
+    """The digest the journal records of a file nodetune wrote (see Root.remove)."""
+    import hashlib  # only writers need it
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _sha256_at(dir_fd: int, name: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    try:
+        while True:
+            chunk = os.read(fd, _CHUNK)
+            if not chunk:
+                break
+            digest.update(chunk)
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
