@@ -101,7 +101,10 @@ have_test_files() {
 stage_pytest() {
     local rc counts
     # --durations: the slowest tests are named in every run, so a slow CI shows where the time goes.
-    python -m pytest --junitxml="$junit" --durations=15 "${pytest_args[@]}"
+    # -n: one worker per CPU (NODETUNE_PYTEST_WORKERS=0 runs in this process); --dist loadfile keeps each test file
+    # on one worker, so its module fixtures are built once and the safety catalogue's figures add up.
+    python -m pytest -n "${NODETUNE_PYTEST_WORKERS:-auto}" --dist loadfile --junitxml="$junit" --durations=15 \
+        "${pytest_args[@]}"
     rc=$?
     if [ -s "$junit" ]; then
         counts="$(python - "$junit" <<'PY'

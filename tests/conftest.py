@@ -4,6 +4,48 @@ import pytest
 
 from tests import realdata
 
+# Every test is in one group, a marker set here by its file: a new test file joins "core" unless listed.
+#   core       pure code on data and small simulated trees, in-process (discovery, layout, engine, checks)
+#   ansible    starts Ansible or runs through its objects: playbooks, modules through Ansible, plugins, the
+#              API/CLI over ansible-runner, ansible-doc/-galaxy, and the pins of each ansible-core line
+#   scenarios  Molecule scenarios and the benchmark's smoke run: whole sequences, a minute or so each
+# CI's second line (the newest ansible-core) runs `-m ansible`: what the ansible-core version can change.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "ansible": (
+        "tests/test_quality.py",
+        "tests/test_bootstrap_python.py",
+        "tests/integration/test_api.py",
+        "tests/integration/test_cli.py",
+        "tests/integration/test_galaxy.py",
+        "tests/integration/test_node_python39.py",
+        "tests/integration/test_playbooks.py",
+        "tests/integration/test_readonly_host.py",
+        "tests/integration/test_report_folder.py",
+        "tests/unit/test_ansible_doc.py",
+        "tests/unit/test_bytecode_cache.py",
+        "tests/unit/test_filters.py",
+        "tests/unit/test_role_docs.py",
+        "tests/unit/test_rootfs_backend.py",
+        "tests/unit/test_sim_node_module.py",
+        "tests/unit/test_tune_action.py",
+        "tests/unit/test_verify_module.py",
+    ),
+    "scenarios": (
+        "tests/integration/test_molecule.py",
+        "tests/integration/test_bench.py",
+    ),
+}
+_GROUP_OF = {path: group for group, paths in GROUPS.items() for path in paths}
+
+
+def pytest_collection_modifyitems(config, items):
+    root = config.rootpath
+    for item in items:
+        if any(item.get_closest_marker(name) for name in ("core", *GROUPS)):
+            continue  # a test that names its group itself (a scenario every line runs, say)
+        rel = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+        item.add_marker(_GROUP_OF.get(rel, "core"))
+
 
 def pytest_sessionfinish(session, exitstatus):
     realdata.cleanup()

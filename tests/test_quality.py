@@ -154,3 +154,12 @@ def test_readme_supported_line_names_the_tested_lines():
         assert f"ansible-core {minimum}" in supported, (minimum, supported)
     for version in supported_pythons():
         assert f"{version}" in supported, (version, supported)
+
+
+def test_every_file_named_in_the_test_groups_exists():
+    """tests/conftest.py's GROUPS names test files by path: a renamed file would silently fall back to "core" and
+    leave CI's second line."""
+    from tests.conftest import GROUPS
+
+    missing = [path for paths in GROUPS.values() for path in paths if not (REPO / path).is_file()]
+    assert missing == [], missing

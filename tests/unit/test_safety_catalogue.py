@@ -855,7 +855,8 @@ def test_a_sysctl_shadowed_at_boot_is_warned_and_reported(pristine: Path) -> Non
 
 
 # ------------------------------------------------------------------------------------------------ the catalogue
-def test_catalogue_figures(record_testsuite_property: Callable[[str, Any], None]) -> None:
+def test_catalogue_figures(record_testsuite_property: Callable[[str, Any], None],
+                           record_property: Callable[[str, Any], None]) -> None:
     """The figures of this run; every family must have run in full (skipped when tests were deselected)."""
     if set(FIGURES) != set(EXPECTED):
         missing = ", ".join(sorted(set(EXPECTED) - set(FIGURES)))
@@ -863,7 +864,9 @@ def test_catalogue_figures(record_testsuite_property: Callable[[str, Any], None]
     lines = [f"{name:<45} {FIGURES[name]:>4}" for name in sorted(EXPECTED)]
     print("\nnodetune safety catalogue\n" + "\n".join(lines))
     for name in sorted(EXPECTED):
+        # the suite's property where pytest runs alone; the test's own under -n (workers send only those back)
         record_testsuite_property(name.replace(" ", "_"), FIGURES[name])
+        record_property(name.replace(" ", "_"), FIGURES[name])
     assert dict(FIGURES) == EXPECTED
 
 
