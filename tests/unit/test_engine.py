@@ -165,6 +165,42 @@ def test_service_settings_on_a_simulated_service_manager(node: Path) -> None:
     assert tree_digest(node) == before
 
 
+def test_a_unit_is_enabled_after_its_file_is_written(node: Path) -> None:
+    """The enable names the unit file in ``after``: written first although "nodetune-restore.service" sorts before
+    "unit" (the first real apply enabled first, systemctl said the unit does not exist, and all rolled back)."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.area_persist import (
+        UNIT,
+        UNIT_FILE,
+        UNIT_TEXT,
+    )
+
+    root = Root(str(node))
+    services = SimServices(root)
+    enable = Setting("persist.boot_restore", UNIT, "", "enabled=yes", kind=SERVICE, after=(UNIT_FILE,))
+    unit = Setting("persist.boot_restore", "unit", UNIT_FILE, UNIT_TEXT, kind=FILE, compare="content")
+    planned = [a.setting.target for a in engine.plan_actions(root, [enable, unit], services)]
+    assert planned == ["unit", UNIT]
+    engine.apply(root, [enable, unit], services=services)
+    assert services.state(UNIT)["enabled"] == "yes" and (node / UNIT_FILE).is_file()
+
+
+def test_the_simulated_systemd_refuses_to_enable_a_unit_without_its_file(node: Path) -> None:
+    """As systemctl 252 does (seen with `systemctl --root=DIR enable foo.service`: exit 1, "Failed to enable unit,
+    unit foo.service does not exist."); the simulator used to link it anyway, so no test saw the order above."""
+    services = SimServices(Root(str(node)))
+    with pytest.raises(OSError, match="does not exist"):
+        services.set_state("nodetune-restore.service", {"enabled": "yes"})
+    assert not (node / "etc/systemd/system/multi-user.target.wants").exists()
+
+
+def test_a_cycle_of_after_is_refused_before_any_write(node: Path) -> None:
+    first = Setting("persist.sysctl_d", "a", "etc/a.conf", "a\n", kind=FILE, compare="content", after=("etc/b.conf",))
+    second = Setting("persist.sysctl_d", "b", "etc/b.conf", "b\n", kind=FILE, compare="content", after=("etc/a.conf",))
+    with pytest.raises(SettingError, match="cycle"):
+        engine.apply(Root(str(node)), [first, second])
+    assert not (node / "etc/a.conf").exists() and not (node / "etc/b.conf").exists()
+
+
 def test_lock_serialises_runs(node: Path) -> None:
     root = Root(str(node))
     with engine.NodeLock(root), pytest.raises(engine.LockedError, match="another nodetune run"), \

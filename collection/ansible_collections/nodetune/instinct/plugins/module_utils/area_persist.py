@@ -144,7 +144,7 @@ def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List
                            area=AREA, reason="runs nodetune-restore once at boot"))
         if ctx.services is not None:
             out.append(Setting("persist.boot_restore", UNIT, "", "enabled=yes", kind=SERVICE, area=AREA,
-                               reason="enable the boot-time restore"))
+                               reason="enable the boot-time restore", after=(UNIT_FILE, SCRIPT_FILE)))
     if any(s.id == "persist.sysctl_d" for s in out):
         for entry in sysctl_boot.shadowed(ctx.root, settings + out):
             ctx.warn("persist: " + sysctl_boot.message(entry))

@@ -41,6 +41,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     SettingError,
     check_shape,
     desired,
+    in_dependency_order,
     normalize,
     parse_choice,
     read_current,
@@ -118,8 +119,10 @@ def plan_actions(root: Root, settings: List[Setting], services: Any = None) -> L
     if missing:
         raise SettingError(missing)
     actions = []
-    in_order = sorted(zip(settings, current), key=lambda pair: (pair[0].order, pair[0].id, pair[0].target))
-    for setting, before in in_order:
+    before_of = dict((id(s), before) for s, before in zip(settings, current))
+    in_order = in_dependency_order(sorted(settings, key=lambda s: (s.order, s.id, s.target)))
+    for setting in in_order:
+        before = before_of[id(setting)]
         after = desired(setting)
         if before != after:
             actions.append(Action(setting, before, after))

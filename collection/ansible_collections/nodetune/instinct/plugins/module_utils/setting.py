@@ -12,7 +12,7 @@ cannot disagree about what "tuned" means (the lesson ansible-lockdown teaches wi
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 
@@ -66,13 +66,13 @@ class Setting(object):
     """
 
     __slots__ = ("id", "target", "path", "value", "kind", "compare", "order", "area", "persist",
-                 "reboot_required", "reason", "mode", "key", "disruptive", "runtime")
+                 "reboot_required", "reason", "mode", "key", "disruptive", "runtime", "after")
 
     def __init__(self, id: str, target: str, path: str, value: Any, kind: str = ATTR,
                  compare: str = EXACT, order: Optional[int] = None, area: str = "",
                  persist: Optional[str] = None, reboot_required: bool = False, reason: str = "",
                  mode: int = 0o644, key: Optional[str] = None, disruptive: bool = False,
-                 runtime: bool = True) -> None:
+                 runtime: bool = True, after: Sequence[str] = ()) -> None:
         self.id = id
         self.target = target
         self.path = path.lstrip("/")
@@ -89,6 +89,9 @@ class Setting(object):
         self.disruptive = disruptive
         # runtime: a kernel attribute that a reboot resets (restored at boot by nodetune-restore)
         self.runtime = runtime and kind == ATTR
+        # what must be in place before this one is written: the paths of files (a unit file before its enable),
+        # "service:<unit>" for a service; only those planned in the same run count
+        self.after = tuple(after)
 
     @property
     def uid(self) -> str:
@@ -97,6 +100,7 @@ class Setting(object):
     def to_dict(self) -> Dict[str, Any]:
         data = dict((name, getattr(self, name)) for name in self.__slots__)
         data["mode"] = "%04o" % self.mode
+        data["after"] = list(self.after)
         return data
 
     @classmethod
@@ -115,6 +119,39 @@ def _default_order(setting_id: str) -> int:
         if setting_id == prefix or setting_id.startswith(prefix + "."):
             return ORDER[prefix]
     return 90
+
+
+def key_of(setting: Setting) -> str:
+    """What a Setting changes, as its ``after`` names it and the journal keys it: a path, or ``service:<unit>``."""
+    return "service:" + setting.target if setting.kind == SERVICE else setting.path
+
+
+def in_dependency_order(settings: List[Setting]) -> List[Setting]:
+    """``settings`` (already in apply order) with each one moved after those it names in ``after``, the rest
+    keeping their order. systemd refuses to enable a unit whose file is not there yet ("Failed to enable unit,
+    unit ... does not exist", systemctl 252), so the order of the names alone cannot decide."""
+    keys = set(key_of(s) for s in settings)
+    placed: set = set()
+    waiting: Dict[str, List[Setting]] = {}
+    out: List[Setting] = []
+
+    def place(setting: Setting) -> None:
+        blockers = [k for k in setting.after if k in keys and k not in placed]
+        if blockers:
+            waiting.setdefault(blockers[0], []).append(setting)
+            return
+        out.append(setting)
+        placed.add(key_of(setting))
+        for follower in waiting.pop(key_of(setting), []):
+            place(follower)
+
+    for setting in settings:
+        place(setting)
+    if waiting:
+        stuck = sorted(s.uid for group in waiting.values() for s in group)
+        raise SettingError(["%s: its 'after' dependencies form a cycle or wait on each other" % uid
+                            for uid in stuck])
+    return out
 
 
 def check_shape(settings: List[Setting]) -> None:

@@ -53,9 +53,13 @@ class SimServices(object):
         if "enabled" in wanted:
             link = self.root.real(WANTS) + "/" + unit
             if wanted["enabled"] == "yes" and not os.path.lexists(link):
-                os.makedirs(os.path.dirname(link), exist_ok=True)
                 target = next(("/%s/%s" % (d, unit) for d in UNIT_DIRS
-                               if self.root.exists("%s/%s" % (d, unit))), "/etc/systemd/system/" + unit)
+                               if self.root.exists("%s/%s" % (d, unit))), None)
+                if target is None:
+                    # as systemctl 252 answers (and exits 1) for a unit file that is not there (yet)
+                    raise OSError(0, "systemctl enable %s failed (rc=1): Failed to enable unit, unit %s does not "
+                                     "exist." % (unit, unit))
+                os.makedirs(os.path.dirname(link), exist_ok=True)
                 os.symlink(target, link)
             elif wanted["enabled"] == "no" and os.path.lexists(link):
                 os.unlink(link)
