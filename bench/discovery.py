@@ -44,7 +44,7 @@ NOT_FULL_ROOTS = {
     "pcp-interrupts-1152cpu": "/proc/interrupts only: not a node root (the planner benchmark uses it)",
     "prometheus-procfs-fixtures": "a composite of many machines' files: not one node's root",
 }
-SMALL_CAPTURE = "hwloc-opteron"  # the quick mode's one real capture: 0.6 s to extract
+SMALL_CAPTURE = "hwloc-opteron"  # the quick mode's one real capture: the quickest to extract
 
 
 def child_env() -> dict[str, str]:

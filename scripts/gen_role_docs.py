@@ -212,8 +212,6 @@ def declared_roles(names: list[str] | None = None) -> list[Path]:
     return [ROLES / name for name in areas.ROLES if not names or name in names]
 
 
-roles_with_specs = declared_roles
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -5,7 +5,7 @@ package imports it rather than keeping a copy. In a checkout (``pip install -e .
 ``<repo>/collection``; installed with ``ansible-galaxy`` it is found on Ansible's collections path.
 
 Only ``os``/``sys`` here: this runs on every ``nodetune`` start, and ``pathlib``/``importlib.util`` cost
-more start-up time (~10 ms) than ``nodetune discover --json`` can spare.
+more start-up time than ``nodetune discover --json`` can spare (docs/benchmarks.md).
 """
 
 from __future__ import annotations

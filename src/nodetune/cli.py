@@ -8,7 +8,7 @@ as drift.
 
 ``nodetune discover --root DIR --json`` is scripted at fleet scale, where its start-up is most of its cost, so the
 plain forms of that one command skip argparse (with its ``re``, ``gettext``, ``locale`` and ``shutil`` imports,
-~8 ms of a 30 ms run): :func:`_plain_discover` reads them by hand and gives anything else to the full parser.
+a quarter of the run): :func:`_plain_discover` reads them by hand and gives anything else to the full parser.
 """
 
 from __future__ import annotations

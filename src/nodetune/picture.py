@@ -507,10 +507,6 @@ def outliers_section(outliers: Sequence[Mapping[str, Any]]) -> str:
     return f'<section class="fleet-outliers" id="outliers"><h2>Fleet outliers</h2>{body}</section>'
 
 
-def drift_page(nodes: Sequence[NodeDrift], title: str = "nodetune fleet drift") -> str:
-    return page(title, drift_section(nodes))
-
-
 def fleet_page(layouts: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]],
                drift: Sequence[NodeDrift] | None = None, failures: Sequence[tuple[str, str]] = (),
                title: str = "nodetune fleet layout", outliers: Sequence[Mapping[str, Any]] | None = None) -> str:

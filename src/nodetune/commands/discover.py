@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _discover_without_gc(root: str) -> dict[str, Any]:
     """discover() with the cyclic garbage collector paused: a Topology is tens of thousands of small acyclic
-    dicts and lists, whose allocation would otherwise start a few useless collections (~3 ms on 2,000 IRQs)."""
+    dicts and lists, whose allocation would otherwise start a few useless collections."""
     import gc
 
     was_enabled = gc.isenabled()
@@ -81,10 +81,11 @@ def _discover_without_gc(root: str) -> dict[str, Any]:
 def encode_json(value: Any) -> str:
     """``json.dumps(value, separators=(",", ":"))``, the same text, without importing ``json``.
 
-    ``json`` imports ``re`` (for its pure-Python fallbacks), and ``re`` brings ``enum`` and ``functools``: ~6 ms of
-    a discovery that lstopo does in 15 ms. ``json.dumps`` encodes with ``_json.make_encoder`` (CPython's C
-    accelerator, called with exactly these arguments by ``JSONEncoder.iterencode``); where that is missing or
-    takes other arguments, ``json.dumps`` itself runs. tests/unit/test_discover_cli.py compares the two.
+    ``json`` imports ``re`` (for its pure-Python fallbacks), and ``re`` brings ``enum`` and ``functools``: a large share
+    of a discovery that lstopo does in a few times that (docs/benchmarks.md). ``json.dumps`` encodes with
+    ``_json.make_encoder`` (CPython's C accelerator, called with exactly these arguments by
+    ``JSONEncoder.iterencode``); where that is missing or takes other arguments, ``json.dumps`` itself runs.
+    tests/unit/test_discover_cli.py compares the two.
     """
     try:
         from _json import encode_basestring_ascii, make_encoder

@@ -105,8 +105,8 @@ def _raw_result(hostvars: Any, host: str, var: str) -> Any:
     """The registered result as stored, or _TEMPLATED where it must go through templating.
 
     A registered result is data, never a template, so reading it untemplated (``HostVars.raw_get``) gives the same
-    values; templating it through ``hostvars[host]`` wraps every nested value lazily, which costs ~0.3 s per node
-    for a 1,700-finding verify result (measured with ansible-core 2.19), seconds per fleet report. A value that is
+    values; templating it through ``hostvars[host]`` wraps every nested value lazily, which costs more than the
+    digest itself for a 1,700-finding verify result (docs/benchmarks.md), seconds per fleet report. A value that is
     a string (a variable set to a template by hand) still takes the templating path.
     """
     raw_get = getattr(hostvars, "raw_get", None)
@@ -145,7 +145,7 @@ def nodetune_fleet_reports(hostvars: Any, hosts: List[str], var: str = DEFAULT_V
     The same reports as ``nodetune_verify_results`` piped into ``nodetune_junit`` and ``nodetune_fleet_summary``,
     in one call: since ansible-core 2.19 a filter's output reaches the next filter as a lazy container whose every
     nested value is templated on access, so piping a fleet's findings (1,700 per MI300X node) through two filters
-    costs ~0.3 s per node, while this hands them over only as the finished text and a small summary.
+    costs more than the digest itself, while this hands them over only as the finished text and a small summary.
     """
     digests = fleet_digests(hostvars, hosts, var)[0]
     return {"summary": _report.fleet_summary({}, top=int(top), digests=digests),

@@ -1311,7 +1311,8 @@ ROLES["nvme"]["hints"] = {
         "poll_queues, io_queue_depth), which take effect at the next reboot"),
 }
 
-# Opt-in to tune the controller itself (the local connection, or localhost, with root /): see controller_target().
+# Opt-in to tune the controller itself (the local connection, or localhost, with root /): see
+# plugin_utils/role_variables.py controller_refusal().
 CONTROLLER_OPT_IN = "nodetune_controller_allowed"
 COMMON_VARIABLES[CONTROLLER_OPT_IN] = {
     "type": "bool",

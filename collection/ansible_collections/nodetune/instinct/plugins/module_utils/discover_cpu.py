@@ -67,8 +67,8 @@ def memtotal_kb(meminfo: str) -> Optional[int]:
 _EMPTY_MASK_TEXTS = ("", "(null)")
 
 
-# Memoised parses (a dict, not functools.lru_cache: importing functools costs ~2 ms of each `nodetune discover`
-# start). Bounded, because module_utils also run in long-lived controller processes.
+# Memoised parses (a dict, not functools.lru_cache: importing functools is a measurable share of each
+# `nodetune discover` start). Bounded, because module_utils also run in long-lived controller processes.
 _MEMO_LIMIT = 4096
 _CPULIST_MEMO: Dict[str, Tuple[int, ...]] = {}
 _CPUMASK_MEMO: Dict[str, Tuple[int, ...]] = {}

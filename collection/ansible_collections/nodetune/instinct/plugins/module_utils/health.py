@@ -157,11 +157,6 @@ def _millidegrees(root: Root, rel: str) -> Optional[float]:
     return None if value is None else value / 1000.0
 
 
-def gpu_temperatures(root: Root, hwmon: str) -> List[Tuple[str, float]]:
-    """(label, degrees C) of every ``tempN_input`` of one hwmon dir (amdgpu: edge, junction, mem)."""
-    return [(label, value) for label, value, _limit, _source in gpu_sensors(root, hwmon)]
-
-
 def gpu_sensors(root: Root, hwmon: str) -> List[Tuple[str, float, Optional[float], str]]:
     """(label, degrees C, the sensor's own limit in C or None, the limit's file) of every ``tempN_input``:
     ``tempN_crit``, else ``tempN_emergency``."""

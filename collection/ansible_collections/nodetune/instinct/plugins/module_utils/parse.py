@@ -7,9 +7,9 @@ Kept free of I/O so that the modules on the node, the filters on the controller 
 Every parser raises :class:`ParseError` with the offending text, so that a bad policy value reaches the user
 as "cpulist '0-3,x' is not valid: ..." rather than as a ValueError from deep inside.
 
-No regular expressions: importing ``re`` (with ``enum`` and ``functools``) and compiling the patterns cost ~6 ms of
-every ``nodetune discover`` start, as much as discovering a small node. The matchers below use the str methods
-whose character classes are re's own for str patterns (``isspace`` is ``\\s``), except digits: numbers are ASCII
+No regular expressions: importing ``re`` (with ``enum`` and ``functools``) and compiling the patterns cost as much of
+every ``nodetune discover`` start as discovering a small node (docs/benchmarks.md). The matchers below use the str
+methods whose character classes are re's own for str patterns (``isspace`` is ``\\s``), except digits: numbers are ASCII
 digits only (``[0-9]``, re.ASCII's ``\\d``), because ``int()`` and ``\\d`` also take Arabic-Indic or full-width
 digits (``'٣'`` would be CPU 3) and ``int()`` takes underscores (``'4_092'``). tests/unit/test_parse_matchers.py
 checks them against the regular expressions they replace.

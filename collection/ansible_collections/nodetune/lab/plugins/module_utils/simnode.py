@@ -2746,10 +2746,3 @@ def state_of(dest: str, spec: Optional[Dict[str, Any]] = None) -> str:
     if spec is not None and (marker.get("version") != GENERATOR_VERSION or marker["spec"] != spec):
         return "stale"
     return "current"
-
-
-def spec_text(spec: Dict[str, Any]) -> str:
-    """One-line description for messages and logs."""
-    cpu = spec["cpu"]
-    return "%s: %dx %s, %d GPU(s), %d NIC(s), %d NVMe" % (
-        spec["name"], cpu["sockets"], cpu["model"], len(spec["gpus"]), len(spec["nics"]), len(spec["nvme"]))
