@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from tests import realdata
@@ -8,7 +10,7 @@ from tests import realdata
 #   core       pure code on data and small simulated trees, in-process (discovery, layout, engine, checks)
 #   ansible    starts Ansible or runs through its objects: playbooks, modules through Ansible, plugins, the
 #              API/CLI over ansible-runner, ansible-doc/-galaxy, and the pins of each ansible-core line
-#   scenarios  Molecule scenarios and the benchmark's smoke run: whole sequences, a minute or so each
+#   scenarios  Molecule scenarios, the benchmark's smoke run, the real-node lanes: whole sequences
 # CI's second line (the newest ansible-core) runs `-m ansible`: what the ansible-core version can change.
 GROUPS: dict[str, tuple[str, ...]] = {
     "ansible": (
@@ -33,14 +35,29 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "scenarios": (
         "tests/integration/test_molecule.py",
         "tests/integration/test_bench.py",
+        "tests/integration/test_real_node.py",
+        "tests/integration/test_ssh.py",
     ),
 }
 _GROUP_OF = {path: group for group, paths in GROUPS.items() for path in paths}
 
 
+def _reads_real_captures(item) -> bool:
+    """Whether a test reads ../shared/fixtures/real: it takes the real_capture fixture or its code names realdata."""
+    if "real_capture" in getattr(item, "fixturenames", ()):
+        return True
+    function = getattr(item, "function", None)
+    try:
+        return function is not None and "realdata." in inspect.getsource(function)
+    except (OSError, TypeError):
+        return False
+
+
 def pytest_collection_modifyitems(config, items):
     root = config.rootpath
     for item in items:
+        if not item.get_closest_marker("real_fixtures") and _reads_real_captures(item):
+            item.add_marker("real_fixtures")  # CI runs these once with the captures hidden, as in a user's clone
         if any(item.get_closest_marker(name) for name in ("core", *GROUPS)):
             continue  # a test that names its group itself (a scenario every line runs, say)
         rel = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
