@@ -37,6 +37,7 @@ tar -C "$repo/roles" --exclude='__pycache__' --exclude='*.pyc' -cf - . | tar -C 
 # The documentation the shipped READMEs link to (tests/integration/test_galaxy.py checks every relative link).
 mkdir -p "$coll/docs"
 cp "$repo"/docs/*.md "$coll/docs/"
+cp "$repo/LICENSE" "$coll/LICENSE"  # galaxy.yml declares Apache-2.0; the text travels with the tarball
 
 # The playbooks, with imports turned into collection playbook names.
 mkdir -p "$coll/playbooks"

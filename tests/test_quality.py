@@ -163,3 +163,14 @@ def test_every_file_named_in_the_test_groups_exists():
 
     missing = [path for paths in GROUPS.values() for path in paths if not (REPO / path).is_file()]
     assert missing == [], missing
+
+
+def test_the_declared_license_ships_and_roles_claim_the_supported_ansible():
+    """galaxy.yml and pyproject.toml declare Apache-2.0: its text is in the repository (the wheel and the Galaxy
+    tarball take it from there); a role's min_ansible_version is the oldest ansible-core requires_ansible admits."""
+    assert "Apache License" in (REPO / "LICENSE").read_text() and "Version 2.0" in (REPO / "LICENSE").read_text()
+    runtime = yaml.safe_load((COLLECTION / "meta" / "runtime.yml").read_text())
+    oldest = re.search(r">=\s*([0-9]+\.[0-9]+)", runtime["requires_ansible"]).group(1)
+    for meta in sorted((REPO / "roles").glob("*/meta/main.yml")):
+        declared = yaml.safe_load(meta.read_text())["galaxy_info"]["min_ansible_version"]
+        assert str(declared) == oldest, f"{meta}: min_ansible_version {declared!r}, requires_ansible starts at {oldest}"
