@@ -79,6 +79,19 @@ def changed_paths(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
 
 
+def test_the_dry_run_of_a_fresh_clone_builds_the_lab_under_any_tag(tmp_path: Path) -> None:
+    """`site.yml --check --diff --tags nvme` before any run: the simulated node is built (no real node changes) and
+    the dry run plans against it; a tuned value stays untouched."""
+    spec_file = tmp_path / "small.yml"
+    spec_file.write_text(yaml.safe_dump(small_spec()))
+    node = tmp_path / "nodes" / "node1"
+    inventory = write_inventory(tmp_path, {"node1": {"nodetune_sim_spec": str(spec_file), "nodetune_root": str(node)}})
+    dry = ok(playbook(inventory, "site.yml", "--check", "--diff", "--tags", "nvme"))
+    assert (node / ".nodetune-simnode.json").is_file(), dry.stdout[-3000:]
+    assert "nvme.module_options[nvme] /etc/modprobe.d/nodetune-nvme.conf" in dry.stdout, dry.stdout[-3000:]
+    assert not (node / "etc/modprobe.d/nodetune-nvme.conf").exists()  # shown, not written
+
+
 def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     spec_file = tmp_path / "small.yml"
     spec_file.write_text(yaml.safe_dump(small_spec()))
