@@ -22,15 +22,22 @@ def _holds_collection(parent: str) -> bool:
     return os.path.isdir(os.path.join(parent, _COLLECTION))
 
 
-def ensure_collection_importable() -> None:
-    if any(_holds_collection(entry or ".") for entry in sys.path if isinstance(entry, str)):
-        return
+def searched() -> list:
+    """Where the collection is looked for beyond sys.path: the checkout, then Ansible's own collections paths
+    (ANSIBLE_COLLECTIONS_PATH, then its defaults: ~/.ansible/collections, /usr/share/ansible/collections)."""
     candidates = [COLLECTION_PARENT]
     for entry in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep):
         if entry:
             candidates.append(entry)
     candidates.append(os.path.join(os.path.expanduser("~"), ".ansible", "collections"))
-    for parent in candidates:
+    candidates.append("/usr/share/ansible/collections")
+    return candidates
+
+
+def ensure_collection_importable() -> None:
+    if any(_holds_collection(entry or ".") for entry in sys.path if isinstance(entry, str)):
+        return
+    for parent in searched():
         if _holds_collection(parent):
             sys.path.insert(0, parent)
             # ansible_collections is a namespace package: a fresh search picks up the new path entry.

@@ -128,7 +128,22 @@ def _plain_discover(words: list[str]) -> PlainDiscoverArgs | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("ansible_collections"):
+            raise
+        from nodetune._collection import searched
+
+        print("nodetune: the nodetune.instinct collection is not installed where nodetune looks ("
+              + ", ".join(searched()) + "). Install the collection with `ansible-galaxy collection install "
+              "nodetune-instinct-<version>.tar.gz` (scripts/build_collection.sh builds it), set "
+              "ANSIBLE_COLLECTIONS_PATH to the folder that holds ansible_collections/, or run from a checkout "
+              "(`pip install -e .`).", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+def _main(words: list[str]) -> int:
     plain = _plain_discover(words)
     if plain is not None:
         from nodetune.commands.discover import run as run_discover

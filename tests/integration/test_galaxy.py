@@ -136,3 +136,24 @@ def test_built_collection_installs_and_runs_site_from_an_empty_collections_path(
     # a playbook of the collection that runs the tune action outside a role
     planned = run(["ansible-playbook", "-i", str(inventory), "nodetune.instinct.plan"], work, env)
     assert planned.returncode == 0, planned.stdout[-5000:] + planned.stderr[-2000:]
+
+    # The Python package installed without a checkout beside it (`pip install .`, not editable) finds the collection
+    # where ansible-galaxy put it, and says where it looked when it is not there.
+    target = tmp_path / "site-packages"
+    installed = run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(REPO)],
+                    work, env)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    assert not (target / "collection").exists() and (target / "nodetune" / "cli.py").is_file()
+    cli = [sys.executable, "-c", "import sys; from nodetune.cli import main; sys.exit(main())"]
+    packaged = dict(env, PYTHONPATH=str(target))
+    alone = {k: v for k, v in packaged.items() if k != "ANSIBLE_COLLECTIONS_PATH"} | {"HOME": str(work)}
+    missing = run([*cli, "--help"], work, alone)
+    assert missing.returncode == 1 and "collection is not installed where nodetune looks" in missing.stderr, (
+        missing.stdout + missing.stderr)
+    assert "Traceback" not in missing.stderr
+    found = run([*cli, "discover", "--root", str(node), "--json"], work, packaged)
+    assert found.returncode == 0 and json.loads(found.stdout)["cpus"], found.stderr[-3000:]
+    checked = run([*cli, "apply", "--root", str(node), "--check", "--json", "-e", "nodetune_lab_backend=simulated"],
+                  work, packaged)
+    assert checked.returncode in (0, 2), checked.stdout[-3000:] + checked.stderr[-3000:]
+    assert json.loads(checked.stdout)["nodes"]["node"]["status"] in ("ok", "changed")
