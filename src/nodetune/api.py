@@ -652,6 +652,8 @@ class _Collector:
                 if problem is None:
                     assert isinstance(record, dict)
                     problem = _absorb(node, action, record["result"])
+                if problem is not None and node.status == "failed" and node.message:
+                    continue  # the task failed and said why: a missing result adds nothing but noise
                 if problem is not None and node.status != "unreachable":
                     reason = (f"nodetune could not read the result of task {task!r} ({problem}); the node is not "
                               "judged (run again with keep_artifacts=True to inspect the run)")

@@ -150,11 +150,39 @@ def _main(words: list[str]) -> int:
 
         return _call(run_discover, plain)
     parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
+    unknown = _unknown_option(parser, words)
+    if unknown:  # named first: argparse would complain of a missing -i/--root before an option it does not know
+        print(f"nodetune {words[0]}: error: unrecognized option {unknown!r} (nodetune {words[0]} --help lists them)",
+              file=sys.stderr)
+        return EXIT_FAILURE
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:  # argparse: 0 after --help, 2 for a usage error (printed already)
         return EXIT_OK if exc.code in (0, None) else EXIT_FAILURE
     return _call(args.func, args)
+
+
+def _unknown_option(parser: argparse.ArgumentParser, words: list[str]) -> str | None:
+    """The first word of a sub-command that looks like an option and names none of its options (nor a prefix of
+    one, as argparse allows), or None."""
+    import argparse
+
+    if not words or words[0] not in COMMANDS:
+        return None
+    sub = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    known = list(sub.choices[words[0]]._option_string_actions)
+    for word in words[1:]:
+        if word == "--":
+            break
+        if not word.startswith("-") or word == "-" or word[1:2].isdigit():
+            continue
+        name = word.split("=", 1)[0]
+        if name.startswith("--") and any(option.startswith(name) for option in known if option.startswith("--")):
+            continue
+        if not name.startswith("--") and name[:2] in known:
+            continue
+        return word
+    return None
 
 
 def _call(func: Callable[[Any], int], args: Any) -> int:

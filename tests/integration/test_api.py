@@ -126,6 +126,7 @@ def test_bad_variable_fails_the_node_with_the_modules_message(node: Path, tmp_pa
     result = caught.value.result
     assert result is not None and [n.host for n in result.failed] == ["node1"] and not result.ok
     assert "4092" in (result.nodes["node1"].message or "")
+    assert "could not read the result" not in (result.nodes["node1"].message or "")  # the refusal says it all
     assert tree_digest(node) == before
 
 

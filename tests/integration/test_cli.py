@@ -116,6 +116,9 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.Capture
         (["verify", "--root", str(tmp_path), "-f", "0"], "expected a whole number >= 1"),
         (["apply", "--root", str(tmp_path), "-e", f"@{binary}"], "not a UTF-8 text file"),
         (["bind"], "nothing to run"),  # a usage error: 1 for every verb (2 means drift)
+        # an option nodetune does not know is named, before the missing target
+        (["verify", "--bogus"], "unrecognized option '--bogus'"),
+        (["apply", "--root", str(tmp_path), "--chek"], "unrecognized option '--chek'"),
     ]
     for words, message in cases:
         assert main(words) == 1, words
