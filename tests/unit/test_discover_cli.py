@@ -60,10 +60,24 @@ def test_human_summary(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["discover", "--root", str(node)]) == 0
     out = capsys.readouterr().out
     assert "4 online of 4 (0-3)" in out
-    assert "2 cores, 1 sockets, 2 threads per core" in out
+    assert "2 cores, 1 socket, 2 threads per core" in out
     assert "node0" in out and "4 CPUs: 0-3" in out
     assert "1 (0 NIC completion, 1 managed)" in out
     assert "absent" in out and "gpus" in out and "infiniband" in out
+
+
+def test_a_device_without_numa_locality_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """sysfs numa_node -1 (and a virtual NIC's none): one wording, never "node -1" beside "node None"."""
+    from nodetune.commands.discover import summary_lines
+
+    topology = {"root": "/", "cpus": [], "numa_nodes": [], "smt": {"threads_per_core": 1, "control": None},
+                "gpus": [], "ib_devices": [], "block_devices": [], "irqs": [], "absent": [], "warnings": [],
+                "nics": [{"name": "eth0", "type": "ether", "mtu": 1500, "numa_node": -1, "ipoib_mode": None,
+                          "bdf": "0000:00:03.0"},
+                         {"name": "ifb0", "type": "ether", "mtu": 1500, "numa_node": None, "ipoib_mode": None,
+                          "bdf": None}]}
+    text = "\n".join(value for _label, value in summary_lines(topology))
+    assert "node -1" not in text and "node None" not in text and text.count("no NUMA node") == 2
 
 
 @pytest.mark.parametrize("kind", ["missing", "file", "empty"])

@@ -114,6 +114,15 @@ def _cpulist(cpus: Iterable[int]) -> str:
     return text if text else "-"
 
 
+def _count(number: Any, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
+def _numa(node: Any) -> str:
+    """A device's NUMA node; the kernel's -1 (and a virtual device's none) mean it has no locality to report."""
+    return f"node {node}" if isinstance(node, int) and node >= 0 else "no NUMA node"
+
+
 def summary_lines(topo: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, text) pairs of the human summary; kept separate from rendering so tests can read them."""
     cpus = topo["cpus"]
@@ -124,8 +133,9 @@ def summary_lines(topo: dict[str, Any]) -> list[tuple[str, str]]:
     lines = [
         ("root", topo["root"]),
         ("CPUs", f"{len(online)} online of {len(cpus)} ({_cpulist(online)})" if cpus else "none found"),
-        ("cores/sockets", f"{len(cores)} cores, {len(packages)} sockets, {smt['threads_per_core'] or '?'} threads "
-                          f"per core, SMT control {smt['control'] or 'n/a'}"),
+        ("cores/sockets", f"{_count(len(cores), 'core')}, {_count(len(packages), 'socket')}, "
+                          f"{_count(smt['threads_per_core'] or '?', 'thread')} per core, "
+                          f"SMT control {smt['control'] or 'n/a'}"),
     ]
     nodes = topo["numa_nodes"]
     lines.append(("NUMA nodes", str(len(nodes)) if nodes else "none exposed"))
@@ -134,18 +144,18 @@ def summary_lines(topo: dict[str, Any]) -> list[tuple[str, str]]:
         cpus_text = f"{len(n['cpus'])} CPUs: {_cpulist(n['cpus'])}" if n["has_cpus"] else "no CPUs (memory only)"
         lines.append((f"  node{n['id']}", cpus_text + memory))
     _section(lines, "GPUs", [
-        f"{g['bdf']} {g['vendor']}" + (f" {g['name']}" if g["name"] else "") + f", node {g['numa_node']}"
+        f"{g['bdf']} {g['vendor']}" + (f" {g['name']}" if g["name"] else "") + f", {_numa(g['numa_node'])}"
         + (f", {g['partitions']} partitions" if g["partitions"] > 1 else "")
         + (f", {len(g['xgmi_peers'])} xGMI peers" if g["xgmi_peers"] else "") for g in topo["gpus"]])
     _section(lines, "NICs", [
-        f"{n['name']} {n['type']}, mtu {n['mtu']}, node {n['numa_node']}"
+        f"{n['name']} {n['type']}, mtu {n['mtu']}, {_numa(n['numa_node'])}"
         + (f", ipoib {n['ipoib_mode']}" if n["ipoib_mode"] else "") + (f", {n['bdf']}" if n["bdf"] else "")
         for n in topo["nics"]])
     _section(lines, "IB ports", [
         f"{d['name']}/{p['port']} {p['state']} {p['rate']} ({p['link_layer']})"
         for d in topo["ib_devices"] for p in d["ports"]])
     _section(lines, "NVMe", [
-        f"{b['name']} node {b['numa_node']}, scheduler {b['scheduler']}, nr_requests {b['nr_requests']}, "
+        f"{b['name']} {_numa(b['numa_node'])}, scheduler {b['scheduler']}, nr_requests {b['nr_requests']}, "
         + (f"{b['hw_queues']} hw queues" if b["hw_queues"] is not None else "hw queues unknown (no mq/)")
         for b in topo["block_devices"] if b["kind"] == "nvme"])
     irqs = topo["irqs"]
