@@ -4,7 +4,7 @@
 Run from the repository root (after ``scripts/bootstrap.sh``)::
 
     .venv/bin/python bench/fleet_cost.py [--nodes 1,8,32,64] [--repeat 3] [--mitogen auto|yes|no]
-                                         [--workdir DIR] [--keep]
+                                         [--workdir DIR] [--keep] [--connection local|ssh]
 
 (``bench/run.py`` runs this with the discovery and planner benchmarks.) Builds the largest fleet once (half the
 MI250 spec, half the MI300X spec of inventories/lab/specs; each spec is built once and copied, in /dev/shm where it
@@ -19,11 +19,19 @@ Each round puts the nodes back to their fresh state (untimed: only the files a r
 the four, ping first in even rounds and last in odd ones; the medians of ``--repeat`` rounds are compared.
 Targets (issue 13): site <= 2.5x ping, a no-op rerun <= 1.5x ping. With mitogen installed (it is not a
 dependency: ``pip install mitogen==0.3.54``), the same runs are repeated with its ``mitogen_linear`` strategy.
+
+``--connection ssh`` (root, with openssh-server and sudo) reaches every node over real SSH instead: a throw-away
+sshd on 127.0.0.1 and a non-root user with passwordless sudo (tests/support/sshd.py, as the SSH test lane uses),
+``become: true``, the system Python on the node. Its ratio lines say ``fleet[stock, ssh]``; the module processes
+alone (what bounds it) are timed only with the local connection. Over SSH the CPU columns are the controller's
+alone (the modules run under sshd, not below ansible-playbook), and the runs share Ansible's ControlPersist
+connection (60 s), as runs in a row do: only the first run opens one.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -39,6 +47,8 @@ import _common  # noqa: E402
 _common.use_repository_code()
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode  # noqa: E402
 
+from tests.support import sshd  # noqa: E402
+
 REPO = _common.REPO
 SPECS = ("mi250", "mi300x")
 SPEC_DIR = REPO / "inventories" / "lab" / "specs"
@@ -48,6 +58,8 @@ PING = "- name: Ping\n  hosts: all\n  gather_facts: false\n  tasks:\n    - name:
 CASES = ("ping", "site", "site (no cache)", "site (no-op)", "apply (no-op)")
 TARGETS = {"site": 2.5, "site (no cache)": 2.5, "site (no-op)": 1.5}
 DEFAULT_SIZES = (1, 8, 32, 64)
+CONNECTIONS = ("local", "ssh")
+LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
 NODE_ENTRIES = 40_000  # files, folders and links of one lab node tree (the MI300X spec: 38,937)
 
 
@@ -128,8 +140,9 @@ class Node:
 class Fleet:
     """Simulated nodes in ``workdir``: one template per spec, the nodes are its copies, restorable to fresh."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, connection_vars: dict | None = None) -> None:
         self.workdir = workdir
+        self.connection_vars = connection_vars or LOCAL  # how the playbooks reach the nodes
         self.templates: dict[str, Path] = {}
         self.manifests: dict[str, Manifest] = {}
         self.nodes: list[Node] = []
@@ -166,9 +179,9 @@ class Fleet:
         (group_vars / "reports.yml").write_text(f"nodetune_report_dir: {self.workdir / 'reports'}\n")
         hosts = {n.name: {"nodetune_root": str(n.path), "nodetune_sim_spec": str(SPEC_DIR / f"{n.spec}.yml")}
                  for n in self.nodes[:count]}
-        inventory = {"all": {"hosts": hosts, "vars": {
-            "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-            "nodetune_lab_backend": "simulated"}}}
+        # in a group, not in all's variables: the controller's tasks (delegate_to localhost) stay local over SSH
+        inventory = {"all": {"children": {"fleet": {"hosts": hosts, "vars": {
+            **self.connection_vars, "nodetune_lab_backend": "simulated"}}}}}
         path = self.workdir / f"hosts-{count}.yml"
         path.write_text(json.dumps(inventory, indent=1))  # JSON is YAML
         (self.workdir / "ping.yml").write_text(PING)
@@ -335,13 +348,23 @@ def strategies(choice: str) -> list[str]:
 
 
 def run(sizes: list[int], rounds: int, mitogen: str, workdir: Path | None, keep: bool,
-        out: list[str] | None = None, bound: bool = True) -> dict:
+        out: list[str] | None = None, bound: bool = True, connection: str = "local") -> dict:
     """Measure every fleet size with every strategy; print as it goes; return the figures (and ratio lines in
     ``out``)."""
+    if connection == "ssh" and sshd.refusal():
+        raise SystemExit(f"--connection ssh: {sshd.refusal()}")
+    with sshd.sshd_server() if connection == "ssh" else contextlib.nullcontext() as server:
+        return _run(sizes, rounds, mitogen, workdir, keep, out, bound and server is None, server)
+
+
+def _run(sizes: list[int], rounds: int, mitogen: str, workdir: Path | None, keep: bool, out: list[str] | None,
+         bound: bool, server: sshd.SshServer | None) -> dict:
     folder = workdir or _common.shm_dir("nodetune-fleet-", inodes=NODE_ENTRIES * (max(sizes) + len(SPECS)))
-    results: dict = {"sizes": sizes, "rounds": rounds, "strategies": {}}
+    if server:
+        folder.chmod(0o755)  # the SSH user reaches the nodes' folder (root writes them, through sudo)
+    results: dict = {"sizes": sizes, "rounds": rounds, "connection": "ssh" if server else "local", "strategies": {}}
     try:
-        fleet = Fleet(folder)
+        fleet = Fleet(folder, server.host_vars() if server else None)
         build = _common.timed_call(lambda: fleet.build(max(sizes)))
         print(f"fleet: {max(sizes)} simulated nodes in {folder} ({build.wall:.0f} s to build); "
               f"{_common.load_text()}", flush=True)
@@ -349,8 +372,9 @@ def run(sizes: list[int], rounds: int, mitogen: str, workdir: Path | None, keep:
             results["strategies"][strategy] = {}
             for count in sizes:
                 series = measure(fleet, count, rounds, strategy)
-                text, lines, figures = report(count, strategy, series)
-                print(f"\nfleet[{strategy}] N={count} (median of {rounds}; {_common.load_text()})\n{text}")
+                label = f"{strategy}, ssh" if server else strategy
+                text, lines, figures = report(count, label, series)
+                print(f"\nfleet[{label}] N={count} (median of {rounds}; {_common.load_text()})\n{text}")
                 print("\n".join(lines), flush=True)
                 if out is not None:
                     out.extend(lines)
@@ -395,9 +419,12 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="do not delete the temporary folder")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--no-bound", action="store_true", help="skip timing the module processes alone")
+    parser.add_argument("--connection", choices=CONNECTIONS, default="local",
+                        help="reach the nodes with the local connection (default) or over SSH to 127.0.0.1 (root)")
     args = parser.parse_args()
     print(_common.machine_text(_common.machine()))
-    results = run(args.nodes, max(1, args.repeat), args.mitogen, args.workdir, args.keep, bound=not args.no_bound)
+    results = run(args.nodes, max(1, args.repeat), args.mitogen, args.workdir, args.keep, bound=not args.no_bound,
+                  connection=args.connection)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     return 0

@@ -7,7 +7,8 @@ Run from the repository root (after ``scripts/bootstrap.sh``)::
     .venv/bin/python bench/run.py --quick    # smoke run: N=1, one repetition, one real capture (~1 min)
 
 Options: ``--only fleet,discovery,planner,reports``, ``--nodes 1,8,32,64``, ``--repeat N`` (rounds for all three),
-``--mitogen auto|yes|no``, ``--json FILE`` (every figure, for docs/benchmarks.md).
+``--mitogen auto|yes|no``, ``--connection local|ssh`` (fleet: the nodes over SSH to 127.0.0.1, root only),
+``--json FILE`` (every figure, for docs/benchmarks.md).
 
 Each part compares side by side in one run, interleaved, medians of several runs, ratios rather than absolute
 times (the machines are shared and noisy); the load average is printed before each part. The last lines are
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, help="repetitions (default: fleet 3, discovery 7, planner 7; quick 1)")
     parser.add_argument("--mitogen", choices=("auto", "yes", "no"), default="auto",
                         help="fleet also with mitogen's strategy: where installed (auto), always, never")
+    parser.add_argument("--connection", choices=fleet_cost.CONNECTIONS, default="local",
+                        help="fleet: reach the nodes locally (default) or over SSH to 127.0.0.1 (root only)")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     args = parser.parse_args(argv)
 
@@ -75,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                                                ratio_lines)
     if "fleet" in args.only:
         print(f"\nfleet: sizes {','.join(map(str, sizes))}; {_common.load_text()}", flush=True)
-        results["fleet"] = fleet_cost.run(sizes, max(1, repeat or 3), args.mitogen, None, False, ratio_lines)
+        results["fleet"] = fleet_cost.run(sizes, max(1, repeat or 3), args.mitogen, None, False, ratio_lines,
+                                          connection=args.connection)
     results["load_average_after"] = [round(x, 2) for x in _common.load_average()]
     results["duration_s"] = round(time.monotonic() - started, 1)
     print(f"\nsummary ({results['duration_s']:.0f} s; {_common.load_text()}):")

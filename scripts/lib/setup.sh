@@ -21,6 +21,10 @@ NODETUNE_SUPPORTED_PYTHONS=(3.13 3.12 3.11)
 NODETUNE_DEB_PACKAGES=(hwloc)
 # Debian packages only the test suite needs (scripts/test.sh), e.g. chromium for a headless browser test.
 NODETUNE_TEST_DEB_PACKAGES=(chromium)
+# ...and, only where the real lanes are asked for (NODETUNE_REAL_LANES=1: CI's first line, a throw-away VM), what
+# they run: sshd on 127.0.0.1 with a sudo user (tests/integration/test_ssh.py). Never on a workstation by default:
+# installing openssh-server starts a system sshd where nothing stops it.
+NODETUNE_LANE_DEB_PACKAGES=(openssh-server sudo)
 
 _nt_t0=$SECONDS
 
@@ -82,6 +86,7 @@ nt_apt_install() {
 nt_system_packages() {
     local wanted=("${NODETUNE_DEB_PACKAGES[@]}")
     [ "${1:-}" = "test" ] && wanted+=("${NODETUNE_TEST_DEB_PACKAGES[@]}")
+    [ "${1:-}" = "test" ] && [ "${NODETUNE_REAL_LANES:-}" = "1" ] && wanted+=("${NODETUNE_LANE_DEB_PACKAGES[@]}")
     if command -v dpkg-query >/dev/null 2>&1; then
         nt_apt_install "${wanted[@]}"
     elif ! command -v lstopo >/dev/null 2>&1; then

@@ -1,5 +1,5 @@
 """The real-node lane: nodetune against this machine's own kernel, the one exception to "never tune the machine
-you work on" (the brief and TOOLING.md). Opt-in: it runs only where ``NODETUNE_REAL_NODE=1`` is set (`.ci/run` sets
+you work on" (the brief and TOOLING.md). Opt-in: it runs only where ``NODETUNE_REAL_LANES=1`` is set (`.ci/run` sets
 it for CI's first line, on a throw-away VM), as root, on a machine with no GPU; it is skipped, saying why, anywhere
 else.
 
@@ -27,7 +27,7 @@ import pytest
 
 from nodetune import api
 
-OPT_IN = "NODETUNE_REAL_NODE"
+OPT_IN = "NODETUNE_REAL_LANES"
 # Only what a throw-away VM can lose: the tuned kernel values are restored, the files below come and go.
 VARIABLES: dict[str, Any] = {
     "nodetune_controller_allowed": True,
