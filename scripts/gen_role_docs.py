@@ -151,7 +151,8 @@ def render_tasks(name: str) -> str | None:
                 "# the tune action plugin takes this role's variables on the controller, over its defaults,",
                 "# coerced and validated as Ansible validates a role's arguments."]
         task = {"name": f"Apply the {name} area", "nodetune.instinct.tune": {
-            "root": "{{ nodetune_root }}", "policy": "{{ nodetune_layout_policy }}"}, "tags": [name]}
+            "root": "{{ nodetune_root }}", "policy": "{{ nodetune_layout_policy }}",
+            "persist_boot": "{{ nodetune_persist_boot }}"}, "tags": [name]}
     else:
         head = ["# ONE module call checks the BIOS-level settings, read-only (check mode: nothing is written).",
                 "# The tune role checks them before any write, the verify role reports them as findings."]

@@ -36,6 +36,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "tests/integration/test_molecule.py",
         "tests/integration/test_bench.py",
         "tests/integration/test_real_node.py",
+        "tests/integration/test_real_systemd.py",
         "tests/integration/test_ssh.py",
     ),
 }

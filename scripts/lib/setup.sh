@@ -22,9 +22,10 @@ NODETUNE_DEB_PACKAGES=(hwloc)
 # Debian packages only the test suite needs (scripts/test.sh), e.g. chromium for a headless browser test.
 NODETUNE_TEST_DEB_PACKAGES=(chromium)
 # ...and, only where the real lanes are asked for (NODETUNE_REAL_LANES=1: CI's first line, a throw-away VM), what
-# they run: sshd on 127.0.0.1 with a sudo user (tests/integration/test_ssh.py). Never on a workstation by default:
-# installing openssh-server starts a system sshd where nothing stops it.
-NODETUNE_LANE_DEB_PACKAGES=(openssh-server sudo)
+# they run: sshd on 127.0.0.1 with a sudo user (tests/integration/test_ssh.py), and systemd-nspawn, which boots a
+# throw-away container of this machine's /usr with systemd as PID 1 (tests/integration/test_real_systemd.py). Never
+# on a workstation by default: installing openssh-server starts a system sshd where nothing stops it.
+NODETUNE_LANE_DEB_PACKAGES=(openssh-server sudo systemd-container)
 
 _nt_t0=$SECONDS
 

@@ -18,6 +18,11 @@ from typing import Any
 #: The interpreter of local hosts: the Python that runs ansible-playbook. The only template the API passes on.
 PLAYBOOK_PYTHON = "{{ ansible_playbook_python }}"
 _INTERPRETER = "ansible_python_interpreter"
+#: The most extra variables a run takes, written out (shared objects and YAML aliases count each time they appear:
+#: they are written, and loaded by Ansible, in full).
+MAX_EXTRA_VARS_BYTES = 4 << 20
+#: The most any data written here may take (an inventory of a large fleet included).
+MAX_BYTES = 64 << 20
 
 
 class _Data(str):
@@ -64,13 +69,56 @@ def _dumper() -> type:
     return Dumper
 
 
-def dump(data: Any) -> str:
+def dump(data: Any, max_bytes: int = MAX_BYTES) -> str:
     """``data`` as YAML for ``ansible-playbook -i`` or ``-e @FILE``: every string tagged ``!unsafe``.
 
-    Raises TypeError (or yaml.YAMLError) for a value YAML cannot represent."""
+    Raises TypeError (or yaml.YAMLError) for a value YAML cannot represent, ValueError for data larger than
+    ``max_bytes`` once written, or holding itself."""
     import yaml
 
+    # Measured before it is copied and written: one list referring N times to another doubles per level.
+    _check_size(data, max_bytes)
     try:
-        return yaml.dump(_mark(data), Dumper=_dumper(), sort_keys=False, allow_unicode=True, width=2**31 - 1)
+        text = yaml.dump(_mark(data), Dumper=_dumper(), sort_keys=False, allow_unicode=True, width=2**31 - 1)
     except yaml.representer.RepresenterError as exc:
         raise TypeError(f"{exc.args[-1]!r} is not a YAML value") from None
+    if len(text) > max_bytes:
+        raise ValueError(f"the data is {len(text)} characters long written out, more than the {_size(max_bytes)} "
+                         "nodetune passes to Ansible")
+    return text
+
+
+def _size(count: int) -> str:
+    return f"{count >> 20} MiB" if count >= 1 << 20 and not count % (1 << 20) else f"{count} bytes"
+
+
+def _check_size(data: Any, max_bytes: int) -> None:
+    """Refuse data whose written form would exceed ``max_bytes`` (its strings' length and one per value, shared
+    objects counted at each use), counted in time linear in its distinct objects; and data holding itself."""
+    known: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(value: Any) -> int:
+        if isinstance(value, str | bytes):
+            return len(value) + 1
+        if not isinstance(value, Mapping | list | tuple):
+            return 1
+        key = id(value)
+        if key in known:
+            return known[key]
+        if key in open_:
+            raise ValueError("the data holds itself (a reference cycle): it cannot be written out")
+        open_.add(key)
+        items = [*value.keys(), *value.values()] if isinstance(value, Mapping) else value
+        total = 1 + sum(size(item) for item in items)
+        open_.discard(key)
+        known[key] = total
+        if total > max_bytes:
+            raise ValueError(f"the data would take more than the {_size(max_bytes)} nodetune passes to Ansible "
+                             f"once written out (its shared parts written at each use)")
+        return total
+
+    try:
+        size(data)
+    except RecursionError:
+        raise ValueError("the data is nested too deeply to be written out") from None

@@ -10,7 +10,10 @@ alone. This small supervisor is what runner starts instead (its ``binary``):
 - it writes its pid to ``supervisor.pid`` in the run's folder, where the API finds it to cancel the run;
 - on SIGTERM, SIGINT or SIGHUP it freezes its whole process tree (SIGSTOP, until no new process appears), kills
   it (SIGKILL) and exits with 128 + the signal. A cancelled apply stops where it is; the values written so far
-  are in the node's journal (``nodetune revert`` restores them).
+  are in the node's journal (``nodetune revert`` restores them);
+- once the playbook itself has ended (done, or killed), it stops what is left of its tree at once: the workers of a
+  killed playbook block forever writing to a pipe nobody reads. SSH's ControlPersist masters are left running (and
+  not waited for): they outlive the playbook by design, until their own timeout.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -49,21 +54,24 @@ def _children() -> dict[int, list[int]]:
     return out
 
 
-def descendants(pid: int) -> list[int]:
+def descendants(pid: int, spare: Callable[[int], bool] = lambda pid: False) -> list[int]:
+    """Every descendant of ``pid``, less those ``spare`` names and their own descendants."""
     children = _children()
     found, todo = [], list(children.get(pid, []))
     while todo:
         child = todo.pop()
+        if spare(child):
+            continue
         found.append(child)
         todo.extend(children.get(child, []))
     return found
 
 
-def stop_tree(pid: int) -> None:
-    """Freeze every descendant of ``pid`` (none can fork any more), then kill them all."""
+def stop_tree(pid: int, spare: Callable[[int], bool] = lambda pid: False) -> None:
+    """Freeze every descendant of ``pid`` but the spared (none can fork any more), then kill them all."""
     frozen: set[int] = set()
     while True:
-        new = [p for p in descendants(pid) if p not in frozen]
+        new = [p for p in descendants(pid, spare) if p not in frozen]
         if not new:
             break
         for child in new:
@@ -73,6 +81,40 @@ def stop_tree(pid: int) -> None:
     for child in frozen:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)
+
+
+def ssh_master(pid: int) -> bool:
+    """Whether ``pid`` is a backgrounded SSH ControlPersist master: OpenSSH retitles it ``ssh: <path> [mux]``; an ssh
+    with ControlMaster/ControlPersist options counts once it has daemonised (leads its own session)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv = handle.read().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    words = " ".join(argv).split()  # a retitled process may hold its whole command line in argv[0]
+    if not words:
+        return False
+    if words[0] == "ssh:" and "[mux]" in words:
+        return True
+    options = any("ControlPersist" in word or "ControlMaster" in word for word in words[1:])
+    try:
+        return os.path.basename(words[0]) == "ssh" and options and os.getsid(pid) == pid
+    except OSError:
+        return False
+
+
+def _reap(spared: Callable[[int], bool]) -> None:
+    """Reap this subreaper's children (its duty) until only spared ones are left running."""
+    deadline = time.monotonic() + 10  # bounded: a killed process in uninterruptible sleep must not hang the run
+    while time.monotonic() < deadline:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if all(spared(child) for child in _children().get(os.getpid(), [])):
+                return
+            time.sleep(0.02)
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -94,12 +136,10 @@ def main(parent: int, playbook: str, args: list[str], folder: str | None = None)
             out.write(str(os.getpid()))
     child = subprocess.Popen([playbook, *args])
     code = child.wait()
-    while True:  # reap adopted orphans (a subreaper's duty) until none is left
-        try:
-            os.wait()
-        except ChildProcessError:
-            break
-    return code
+    # The playbook has ended: anything left of its tree (but SSH masters) is a leftover that may never end alone.
+    stop_tree(os.getpid(), spare=ssh_master)
+    _reap(ssh_master)
+    return code if code >= 0 else 128 - code  # killed by a signal: the shell's 128 + N, as the CLI's own
 
 
 def write_launcher(folder: str, parent: int, playbook: str, target: str) -> str:

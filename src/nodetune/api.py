@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from nodetune._as_data import PLAYBOOK_PYTHON
+from nodetune._as_data import MAX_EXTRA_VARS_BYTES, PLAYBOOK_PYTHON
 from nodetune._as_data import dump as _dump_as_data
 from nodetune._collection import REPO_ROOT
 
@@ -210,6 +210,8 @@ class NodeResult:
     failed_task: str | None = None
     #: journal entries put back by a revert
     restored: list[str] = field(default_factory=list)
+    #: revert: journal entries whose object (device, CPU, IRQ, interface) is gone from the node, not restored
+    gone: list[str] = field(default_factory=list)
     #: Settings written without error that read back differently (the kernel clamped or ignored them)
     unconfirmed: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -467,7 +469,7 @@ def _write_extra_vars(work: str, extra_vars: Mapping[str, Any]) -> None:
     folder.mkdir(exist_ok=True)
     path = folder / "extravars"
     try:
-        text = _dump_as_data(dict(extra_vars))
+        text = _dump_as_data(dict(extra_vars), MAX_EXTRA_VARS_BYTES)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"extra_vars cannot be written as YAML data: {exc}") from None
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -662,11 +664,13 @@ class _Collector:
 
     def result(self, rc: int, check: bool) -> RunResult:
         self._absorb_files()
-        if self.cancelled is not None:
+        killed = _killed_by(rc)  # the playbook itself killed (kill -9): its nodes' unfinished calls have no result
+        if self.cancelled is not None or killed:
+            why = "stopped by the cancel" if self.cancelled is not None else f"ansible-playbook was killed ({killed})"
             for node in self.nodes.values():
                 if node.host not in self.expected and node.status not in ("failed", "unreachable"):
-                    node.status, node.message = "failed", ("stopped by the cancel before its result: what it wrote "
-                                                           "is in its journal ('nodetune revert' restores it)")
+                    node.status, node.message = "failed", (f"{why} before its result: what it wrote is in its "
+                                                           "journal ('nodetune revert' restores it)")
         for node in self.nodes.values():
             if node.status in ("failed", "unreachable"):
                 continue
@@ -683,6 +687,16 @@ class _Collector:
                 errors = [line for line in text.splitlines() if line.strip()][-5:]
         return RunResult(operation=self.operation, nodes=dict(sorted(self.nodes.items())), rc=rc, check=check,
                          unmatched=unmatched, errors=errors)
+
+
+def _killed_by(rc: int) -> str | None:
+    """The signal's name when the supervisor reports the playbook killed by one (exit code 128 + N)."""
+    import signal
+
+    try:
+        return signal.Signals(rc - 128).name if 128 < rc < 128 + 65 else None
+    except ValueError:
+        return None
 
 
 def _short_action(action: str) -> str:
@@ -722,6 +736,8 @@ def _absorb(node: NodeResult, action: str, res: Mapping[str, Any]) -> str | None
         node.changed = node.changed or bool(res.get("changed"))
         node.reboot_required = bool(res.get("reboot_required"))
         node.restored = [str(r) for r in res.get("restored") or []]
+        node.gone = [str(g) for g in res.get("gone") or []]
+        node.notes.extend(node.gone)  # the plain table's message column shows notes
         node.unconfirmed = list(res.get("unconfirmed") or [])
         node.notes.extend(str(n) for n in res.get("notes") or [])
         if isinstance(res.get("diff"), Mapping):

@@ -347,7 +347,7 @@ def node_tables(topology: Mapping[str, Any], layout: Mapping[str, Any]) -> str:
                     f'<td>{_esc(rank.get("name") or "")}</td><td>{_esc(rank.get("numa_node"))}</td>'
                     f'<td>{_esc(_cpus(rank.get("cpus") or []))}</td><td>{_esc(nics)}</td></tr>')
     ranks = ('<table class="ranks"><tr><th>rank</th><th>GPU</th><th>model</th><th>NUMA node</th><th>CPUs</th>'
-             '<th>NICs</th></tr>' + "".join(rows) + "</table>") if rows else "<p>No GPU ranks.</p>"
+             '<th>nearest NICs</th></tr>' + "".join(rows) + "</table>") if rows else "<p>No GPU ranks.</p>"
     pinned: dict[str, set[int]] = {}
     for entry in layout.get("irq_affinity") or []:
         pinned.setdefault(str(entry.get("device")), set()).update(entry.get("cpus") or [])

@@ -137,6 +137,58 @@ def test_console_script_prints_no_traceback(tmp_path: Path) -> None:
                                      "(give '/' or a node tree)")
 
 
+BILLION_LAUGHS = """\
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+"""
+API_BOMB = """
+import sys
+from nodetune import api
+lol = ["lol"] * 10
+for _ in range(9):
+    lol = [lol] * 10  # ten billion strings once written out
+try:
+    api.verify(api.local_inventory(sys.argv[1]), extra_vars={"nodetune_rocm_env": {"X": lol}})
+except ValueError as exc:
+    sys.exit(str(exc))
+"""
+
+
+def test_a_yaml_bomb_is_refused_at_once(tmp_path: Path) -> None:
+    """Issue 23 item 10: a billion-laughs ``-e @FILE`` took 3 GB and 83 s before Ansible's own error; the CLI and
+    the API (extra_vars of shared objects) refuse one at once, in little memory (a 512 MiB address space)."""
+    import resource
+
+    bomb = tmp_path / "bomb.yml"
+    bomb.write_text(BILLION_LAUGHS)
+    big = tmp_path / "big.yml"
+    big.write_text("nodetune_root: '" + "x" * (2 << 20) + "'\n")
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))
+
+    script = Path(sys.executable).parent / "nodetune"
+    runs = [([str(script), "apply", "--root", str(tmp_path), "-e", f"@{bomb}"],
+             f"-e @{bomb}: its YAML aliases (*name) expand it to more than the 4 MiB"),
+            ([str(script), "apply", "--root", str(tmp_path), "-e", f"@{big}"],
+             f"-e @{big}: the file is larger than the 1 MiB nodetune reads from a variables file "
+             f"({big.stat().st_size} bytes)"),
+            ([sys.executable, "-c", API_BOMB, str(tmp_path)],
+             "extra_vars cannot be written as YAML data: the data would take more than the 4 MiB")]
+    for words, message in runs:
+        if not Path(words[0]).exists():
+            pytest.skip(f"the nodetune console script is not installed next to {sys.executable} (pip install -e .)")
+        result = subprocess.run(words, capture_output=True, text=True, timeout=30, check=False, preexec_fn=limited)
+        assert result.returncode == 1 and message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
 def test_progress_rows_per_node() -> None:
     from rich.console import Console
     from rich.progress import Progress, TextColumn
@@ -354,6 +406,39 @@ def test_a_killed_cli_leaves_no_playbook_finishing_the_apply(big_node: Path) -> 
     assert _playbooks_on(big_node) == []
     time.sleep(10)  # an orphaned playbook would finish the apply meanwhile (a fresh big node: ~15 s)
     assert _runs_completed(big_node) == 0
+
+
+def _playbook_of(cli: int) -> int:
+    """The run's ansible-playbook itself: the child of the CLI's child (the run's supervisor)."""
+    from nodetune._supervise import descendants
+
+    def parent(pid: int) -> int:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+    tree = descendants(cli)
+    supervisor = next(pid for pid in tree if parent(pid) == cli)
+    return next(pid for pid in tree if parent(pid) == supervisor)
+
+
+@pytest.mark.slow
+def test_a_killed_playbook_ends_the_cli_at_once(big_node: Path) -> None:
+    """Issue 23 item 5: after kill -9 of ansible-playbook its workers blocked on a pipe and the CLI waited forever;
+    it ends at once now, saying what each node finished."""
+    import signal
+
+    proc = _start_apply(big_node)
+    try:
+        _wait_for_the_module(big_node, proc)
+        os.kill(_playbook_of(proc.pid), signal.SIGKILL)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # its supervisor then stops the run (parent-death signal)
+            proc.communicate()
+    assert proc.returncode == 1, err
+    assert "big-01\tfailed" in out and "ansible-playbook was killed (SIGKILL) before its result" in out
+    assert "Traceback" not in err
+    assert _playbooks_on(big_node) == []
 
 
 def test_bind_without_a_rank_is_a_failure_not_drift(monkeypatch: pytest.MonkeyPatch,

@@ -6,7 +6,8 @@ else.
 Before anything it snapshots every value nodetune may touch: each kernel attribute the plan names (sysctls, IRQ
 affinity, block queues, cpufreq/idle where present) and every file below the folders nodetune writes into. Then, on
 ``/`` with ``nodetune_controller_allowed``: apply, verify, a second apply, ``nodetune-check``, revert. Never SMT or
-CPU offlining (``nodetune_smt_enabled: false``), never the network (no IPoIB, no MTU). After revert every snapshotted
+CPU offlining (``nodetune_smt_enabled: false``), never the network (no IPoIB, no MTU: this VM has no RDMA
+device). After revert every snapshotted
 value must be back and no nodetune file left; a ``finally`` restores from the snapshot whatever happened.
 
 The lab simulator is checked against what this lane sees: where they disagree, the kernel wins and the simulator is
@@ -32,7 +33,11 @@ OPT_IN = "NODETUNE_REAL_LANES"
 VARIABLES: dict[str, Any] = {
     "nodetune_controller_allowed": True,
     "nodetune_smt_enabled": False,  # never CPUs offline
-    "nodetune_infiniband_enabled": False,  # never the network (IPoIB MTU)
+    # no RDMA device here: the infiniband area must set nothing (it used to lower rmem_max/wmem_max)
+    # values this kernel stores otherwise than written (fs/pipe.c round_pipe_size, sched_rr_handler): they must settle
+    "nodetune_sysctl_extra": {"fs.pipe-max-size": 2000000, "kernel.sched_rr_timeslice_ms": 0, "vm.swappiness": 33},
+    "nodetune_vm_dirty_ratio": 31,
+    "nodetune_vm_dirty_background_ratio": 7,
     "nodetune_bios_check_enabled": False,  # firmware facts of a VM: not what this lane proves
     "nodetune_health_enabled": False,
 }

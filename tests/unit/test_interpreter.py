@@ -1,5 +1,6 @@
-"""The #! line of the scripts apply renders (nodetune-check, nodetune-bind): the interpreter the module runs under,
-as Ansible's interpreter discovery chose it, not ``/usr/bin/env python3`` (Python 3.6 on RHEL 8)."""
+"""The #! line of the scripts apply renders (nodetune-check, nodetune-bind, nodetune-restore): the node's system
+Python under its root, never the interpreter nodetune runs under (the controller's virtualenv with the CLI on a local
+root, a root-only path over Ansible), and not ``/usr/bin/env python3`` where a system Python is there."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import (
+    area_persist,
     engine,
     interpreter,
     inventory,
@@ -19,6 +21,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils import (
     node_check,
     rank_bind,
 )
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_verify_module import AREAS, SPEC
@@ -32,9 +35,52 @@ def python(version: str) -> str | None:
     return found[-1] if found else shutil.which(f"python{version}")
 
 
-def test_the_running_interpreter_is_named() -> None:
-    assert interpreter.shebang() == f"#!{sys.executable}\n"
-    assert interpreter.shebang(sys.executable) == f"#!{sys.executable}\n"
+def install(root: Path, path: str, target: str | None = None, mode: int = 0o755) -> None:
+    """A Python at ``path`` under ``root``: a file, or a link to ``target`` (created as a file)."""
+    where = root / path.lstrip("/")
+    where.parent.mkdir(parents=True, exist_ok=True)
+    if target is None:
+        where.write_text("")
+        where.chmod(mode)
+        return
+    install(root, target if target.startswith("/") else os.path.join(os.path.dirname(path), target), mode=mode)
+    where.symlink_to(target)
+
+
+def test_the_controller_virtualenv_is_never_named() -> None:
+    """The CLI with --root / runs apply in the controller's virtualenv (these tests too): its python used to be
+    every script's #! line, which no other user of the node may have."""
+    assert sys.prefix != sys.base_prefix, "the tests run in the project's virtualenv"
+    if not os.path.isfile("/usr/bin/python3"):
+        pytest.skip("no /usr/bin/python3 on this machine")
+    assert interpreter.shebang() == "#!/usr/bin/python3\n"
+
+
+def test_the_node_system_python_under_its_root(tmp_path: Path) -> None:
+    root = Root(str(tmp_path))
+    assert interpreter.shebang(root=root) == "#!/usr/bin/env python3\n"  # none there
+    install(tmp_path, "/usr/bin/python3", "python3.12")
+    assert interpreter.shebang(root=root) == "#!/usr/bin/python3\n"
+
+
+def test_rhel8_python36_is_passed_over(tmp_path: Path) -> None:
+    """RHEL 8: python3 and platform-python are 3.6 (absolute links, resolved inside the root), too old for the
+    scripts; the newest python3.N is named."""
+    install(tmp_path, "/usr/bin/python3", "/etc/alternatives/python3")
+    (tmp_path / "etc/alternatives/python3").unlink()
+    install(tmp_path, "/etc/alternatives/python3", "/usr/bin/python3.6")
+    install(tmp_path, "/usr/libexec/platform-python", "/usr/libexec/platform-python3.6")
+    for name in ("python3.6", "python3.9", "python3.11"):
+        install(tmp_path, "/usr/bin/" + name)
+    assert interpreter.shebang(root=Root(str(tmp_path))) == "#!/usr/bin/python3.11\n"
+
+
+def test_a_python_users_cannot_run_or_a_virtualenv_is_passed_over(tmp_path: Path) -> None:
+    install(tmp_path, "/usr/bin/python3", mode=0o750)  # root-only
+    install(tmp_path, "/usr/libexec/platform-python")
+    (tmp_path / "usr/libexec/pyvenv.cfg").write_text("home = /usr/bin\n")
+    install(tmp_path, "/usr/bin/python3.10")
+    assert interpreter.shebang(root=Root(str(tmp_path))) == "#!/usr/bin/python3.10\n"
 
 
 @pytest.mark.parametrize("executable", [
@@ -58,23 +104,22 @@ def apply(root: Path) -> dict:
     return engine.apply(state.root, state.settings, services=state.services)
 
 
-def test_a_changed_interpreter_is_one_change_then_idempotent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ansible's interpreter discovery picks another Python (say after an OS upgrade): the next apply rewrites the
-    scripts once, naming it, and then changes nothing."""
-    other = python("3.9") or python("3.8")
-    if other is None:
-        pytest.skip("no second Python here (~/.pyenv/versions/3.8.* or 3.9.*, or python3.9/python3.8 on PATH)")
+def test_a_new_system_python_is_one_change_then_idempotent(tmp_path: Path) -> None:
+    """The node gains a system Python (an OS upgrade): the next apply rewrites each script once, naming it, and
+    then changes nothing. Which Python runs nodetune (here this virtualenv's) does not matter."""
     root = tmp_path / "node"
     simnode.build(SPEC, str(root))
     assert apply(root)["changed"]
     assert apply(root)["changed"] is False
-    monkeypatch.setattr(sys, "executable", other)
+    assert (root / inventory.CHECK_SCRIPT).read_text().startswith("#!/usr/bin/env python3\n")
+    install(root, "/usr/bin/python3", "python3.12")
     changed = apply(root)
-    # each script once, and the checker's expectation of the launcher (its content hash)
+    # each script once, and the checker's expectations of the launcher and the restore program (content hashes)
     assert sorted((a["id"], a["target"]) for a in changed["actions"]) == [
-        ("check.expected", "rocm_env"), ("check.program", "nodetune-check"), ("rocm.bind", "launcher")]
-    assert (root / inventory.CHECK_SCRIPT).read_text().startswith(f"#!{other}\n")
-    assert (root / "usr/local/bin/nodetune-bind").read_text().startswith(f"#!{other}\n")
+        ("check.expected", "persist"), ("check.expected", "rocm_env"), ("check.program", "nodetune-check"),
+        ("persist.boot_restore", "script"), ("rocm.bind", "launcher")]
+    for script in (inventory.CHECK_SCRIPT, "usr/local/bin/nodetune-bind", area_persist.SCRIPT_FILE):
+        assert (root / script).read_text().startswith("#!/usr/bin/python3\n"), script
     assert apply(root)["changed"] is False
 
 

@@ -21,6 +21,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils import (
     bios,
     discover_devices,
     engine,
+    interpreter,
     inventory,
     node,
     node_check,
@@ -200,8 +201,9 @@ def test_apply_renders_the_checker_and_its_expectations(tuned: tuple) -> None:
     assert "inventory.json" in names and "nvme.json" in names
     assert json.loads((check_dir / "inventory.json").read_text())["expected"] == EXPECTED
     script = root / inventory.CHECK_SCRIPT
-    # the interpreter the module ran under (here, in-process: this Python), not /usr/bin/env python3
-    assert os.access(script, os.X_OK) and script.read_text().startswith(f"#!{sys.executable}\n")
+    # the node's system Python (none under the simulated root: /usr/bin/env python3), never the one nodetune ran under
+    assert os.access(script, os.X_OK) and script.read_text().startswith(interpreter.shebang(root=state.root))
+    assert not script.read_text().startswith(f"#!{sys.executable}\n")
     attrs = [s for s in state.settings if s.kind == ATTR]
     listed = [e for p in check_dir.glob("*.json") if p.name != "inventory.json"
               for e in json.loads(p.read_text())["settings"]]

@@ -119,8 +119,10 @@ def test_mi300x_like_split():
     assert layout["ranks"][0]["cpus"] == list(range(8, 30))
     assert layout["numa"][0]["irq_cpus"] == list(range(1, 8))
     assert layout["housekeeping"] == [0, 96, 192, 288]  # SMT kept: the housekeeping cores' two threads
-    assert layout["ranks"][0]["env"]["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1,mlx5_2,mlx5_3"
-    assert layout["ranks"][4]["env"]["NCCL_SOCKET_IFNAME"] == "=ib4,ib5,ib6,ib7"
+    # nearest NICs reported per rank; RCCL gets one node-wide selection (issue 24.1)
+    assert layout["ranks"][0]["hcas"] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    assert layout["ranks"][4]["netdevs"] == ["ib4", "ib5", "ib6", "ib7"]
+    assert layout["nccl_env"]["NCCL_IB_HCA"] == "=" + ",".join(f"mlx5_{i}" for i in range(8))
     assert layout["ranks"][4]["numactl"] == ["--physcpubind=104-125", "--membind=1"]
     assert len(layout["irq_affinity"]) == 8 * 63 and len(layout["managed_irqs"]) == 64
 
@@ -298,18 +300,19 @@ def test_nccl_nics_same_node_then_same_socket_then_any():
     topo = topogen.build(Spec(cpu_nodes=4, cores_per_node=4, threads=1, sockets=2,
                               gpus=[GpuSpec(0), GpuSpec(1), GpuSpec(2)], nics=[NicSpec(0, 1)]))
     layout = plan(topo)
-    env = [r["env"] for r in layout["ranks"]]
-    assert env[0]["NCCL_IB_HCA"] == "=mlx5_0"  # same node
-    assert env[1]["NCCL_IB_HCA"] == "=mlx5_0" and "same socket" in layout["ranks"][1]["reason"]
-    assert env[2]["NCCL_IB_HCA"] == "=mlx5_0" and "all NICs" in layout["ranks"][2]["reason"]
+    hcas = [r["hcas"] for r in layout["ranks"]]
+    assert hcas[0] == ["mlx5_0"]  # same node
+    assert hcas[1] == ["mlx5_0"] and "same socket" in layout["ranks"][1]["reason"]
+    assert hcas[2] == ["mlx5_0"] and "all NICs" in layout["ranks"][2]["reason"]
 
 
 def test_down_hcas_and_netdevs_are_not_offered():
     topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=4, gpus=[GpuSpec(0)], nics=[NicSpec(0, 1), NicSpec(0, 1)]))
     topo["ib_devices"][0]["ports"][0]["state"] = "DOWN"
     topo["nics"][0]["operstate"] = "down"
-    [rank] = plan(topo)["ranks"]
-    assert rank["env"]["NCCL_IB_HCA"] == "=mlx5_1" and rank["env"]["NCCL_SOCKET_IFNAME"] == "=ib1"
+    layout = plan(topo)
+    assert layout["ranks"][0]["hcas"] == ["mlx5_1"] and layout["ranks"][0]["netdevs"] == ["ib1"]
+    assert layout["nccl_env"] == {"NCCL_IB_HCA": "=mlx5_1", "NCCL_SOCKET_IFNAME": "=ib1"}
 
 
 def test_no_nics_no_nccl_variables():
@@ -352,11 +355,11 @@ def test_nccl_prefers_fabric_netdevs_and_the_node_env_lists_every_nic():
                          "ib_device": None, "numa_node": 0})
     layout = plan(topo)
     # eno1 (a management port) shares node 0 with ib0, but NCCL gets the fabric: IPoIB and the RoCE port eth1
-    assert layout["ranks"][0]["env"]["NCCL_SOCKET_IFNAME"] == "=ib0"
-    assert layout["ranks"][1]["env"]["NCCL_SOCKET_IFNAME"] == "=eth1"
+    assert layout["ranks"][0]["netdevs"] == ["ib0"]
+    assert layout["ranks"][1]["netdevs"] == ["eth1"]
     assert layout["nccl_env"] == {"NCCL_SOCKET_IFNAME": "=eth1,ib0", "NCCL_IB_HCA": "=mlx5_0,mlx5_1"}
     del topo["nics"][:2]
-    assert plan(topo)["ranks"][0]["env"]["NCCL_SOCKET_IFNAME"] == "=eno1"  # no fabric netdev: plain Ethernet
+    assert plan(topo)["nccl_env"]["NCCL_SOCKET_IFNAME"] == "=eno1"  # no fabric netdev: plain Ethernet
 
 
 # --- L3 domains --------------------------------------------------------------------------------------------------

@@ -179,8 +179,9 @@ def test_each_local_rank_gets_the_cpus_of_its_gpus_numa_node(tuned: Path, tmp_pa
     assert "GOMP_CPU_AFFINITY" not in plan["env"]  # libgomp would pin the rank to its first CPU
     assert plan["env"]["OMP_NUM_THREADS"] == str(len(cpus))  # one thread per core: primary threads only
     assert plan["env"]["HSA_OVERRIDE_CPU_AFFINITY_DEBUG"] == "0"  # ROCr's helper threads stay on those CPUs
+    # one node-wide NIC selection on every rank: RCCL builds the node's rings from what each rank sees (issue 24.1)
     hcas = plan["env"]["NCCL_IB_HCA"].lstrip("=").split(",")
-    assert hcas and all(hca_numa(root)[h] == numa for h in hcas), "the rank's NICs must be on its NUMA node"
+    assert sorted(hcas) == sorted(hca_numa(root)), "every rank must see all the node's HCAs"
     assert plan["argv"] == [str(tmp_path / "bin/numactl"), f"--membind={numa}", "--", "python", "train.py"]
 
 
@@ -204,7 +205,7 @@ def test_the_launcher_really_binds_and_execs_without_a_shell(tmp_path: Path) -> 
     allowed = sorted(os.sched_getaffinity(0))
     table = tmp_path / "ranks.json"
     ranks = [{"rank": i, "gpu": f"0000:0{i}:00.0", "numa_node": 0, "cpus": [cpu],
-              "env": {"GOMP_CPU_AFFINITY": str(cpu), "OMP_NUM_THREADS": "1", "NCCL_IB_HCA": f"=mlx5_{i}"}}
+              "env": {"GOMP_CPU_AFFINITY": str(cpu), "OMP_NUM_THREADS": "1", "NCCL_IB_HCA": "=mlx5_0,mlx5_1"}}
              for i, cpu in enumerate(allowed[:2])]
     table.write_text(rank_bind.table_text(ranks))
     launcher = tmp_path / "nodetune-bind"
@@ -222,8 +223,9 @@ def test_the_launcher_really_binds_and_execs_without_a_shell(tmp_path: Path) -> 
         seen = json.loads(result.stdout)
         assert seen["cpus"] == entry["cpus"]
         assert seen["args"] == hostile
-        # the rank's values win, the rest passes through; a stale table's GOMP_CPU_AFFINITY is dropped
-        assert seen["env"] == {**entry["env"], "GOMP_CPU_AFFINITY": None, "KEEP": "mine"}
+        # the rank's values win, except the job's own NIC selection; the rest passes through; a stale table's
+        # GOMP_CPU_AFFINITY is dropped
+        assert seen["env"] == {**entry["env"], "GOMP_CPU_AFFINITY": None, "KEEP": "mine", "NCCL_IB_HCA": "=mlx5_9"}
         assert (tmp_path / "numactl.args").read_text().startswith("--membind=0 -- ")
     assert not list(tmp_path.glob("PWNED*"))
 
@@ -416,4 +418,4 @@ def test_the_module_renders_what_verify_expects(tmp_path: Path) -> None:
     state = node.load(str(root), areas)
     assert {s.id for s in state.settings} >= {"rocm.env", "rocm.ranks", "rocm.bind"}
     assert [f.target for f in verify.verify_settings(state, areas) if f.status == "drift"] == []
-    assert (root / LAUNCHER).read_text() == rank_bind.script_text("/" + TABLE, interpreter.shebang())
+    assert (root / LAUNCHER).read_text() == rank_bind.script_text("/" + TABLE, interpreter.shebang(root=state.root))

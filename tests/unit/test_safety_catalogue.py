@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime
+import errno
 import hashlib
 import json
 import multiprocessing
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import audit, engine, node, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils import audit, engine, node, rootfs, verify
 from ansible_collections.nodetune.instinct.plugins.module_utils.bios import BiosConfigError
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import WaiverError
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpumask
@@ -514,6 +515,8 @@ JOURNALS = {
     "runs not a list": '{"version": 1, "baseline": {}, "runs": {}}',
     "file digest not sha256": '{"version": 1, "baseline": {"etc/x": {"kind": "file", "exists": false, '
                               '"content": null, "mode": "0644", "sha256": "abc"}}}',
+    "identity not an object": '{"version": 1, "baseline": {}, "identity": "node-a"}',
+    "identity fact a number": '{"version": 1, "baseline": {}, "identity": {"machine_id": 5}}',
 }
 
 
@@ -852,6 +855,174 @@ def test_a_sysctl_shadowed_at_boot_is_warned_and_reported(pristine: Path) -> Non
     state = node.load(str(pristine), AREAS, {})
     assert not [w for w in state.context.warnings if "sysctl" in w]
     assert {f.status for f in verify.verify_settings(state, AREAS) if f.id == "persist.sysctl_boot"} == {"ok"}
+
+
+# ------------------------------------------------------------------------------------------------ originals kept
+# Issue 23 items 3, 4, 7 and 8: no write without a known original, no change left behind by a journal that could not
+# be saved, no journal of another node trusted, no revert stuck on an object that is gone.
+ORIGINALS = "originals kept (unreadable, unsaved, foreign, gone)"
+UNREADABLE = "proc/sys/net/core/rmem_max"
+
+
+@pytest.mark.parametrize("when,code", [("plan", errno.EACCES), ("snapshot", errno.EIO)])
+def test_an_attribute_whose_original_cannot_be_read_is_refused_before_any_write(
+        pristine: Path, lab: dict[str, Any], monkeypatch: pytest.MonkeyPatch, when: str, code: int) -> None:
+    """chmod 0200 on the attribute (a non-root run), or EIO on the read: it was written and its original lost
+    (journal restore null). ``snapshot``: readable for the plan, unreadable when the journal takes its original."""
+    failing = [when == "plan"]
+    real_open, real_plan = os.open, engine.plan_actions
+
+    def fake_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if failing[0] and str(path).endswith(UNREADABLE) and not flags & (os.O_WRONLY | os.O_RDWR):
+            raise OSError(code, os.strerror(code), str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    def plan(*args: Any, **kwargs: Any) -> list[engine.Action]:
+        actions = real_plan(*args, **kwargs)
+        plans.append(actions)
+        failing[0] = failing[0] or len(plans) == 2  # apply plans twice (before and under the lock), then snapshots
+        return actions
+
+    plans: list[list[engine.Action]] = []
+    monkeypatch.setattr(os, "open", fake_open)
+    monkeypatch.setattr(engine, "plan_actions", plan)
+    root = Root(str(pristine))
+    before = stat_of(pristine)
+    with pytest.raises(SettingError) as info:
+        engine.apply(root, lab["settings"], services=SimServices(root))
+    message = str(info.value)
+    assert f"/{UNREADABLE} exists but its current value cannot be read (reading {UNREADABLE} failed: " in message
+    assert os.strerror(code) in message and "nodetune writes nothing whose original it cannot keep" in message
+    assert differences(before, stat_of(pristine)) == []
+    FIGURES[ORIGINALS] += 1
+
+
+@pytest.mark.parametrize("which,code", [("final", errno.ENOSPC), ("final", errno.EROFS), ("first", errno.ENOSPC)])
+def test_a_failed_journal_save_restores_the_run_and_says_why(pristine: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             which: str, code: int) -> None:
+    """var/lib/nodetune full or remounted read-only: every change stayed applied and the run said "failed, 0
+    changes", blaming the kernel. The save before the first write and the final one (with the digests of the files
+    nodetune created, so that revert deletes only them) both fail as what they are, with nothing left changed."""
+    real_save = engine.save_journal
+
+    def save_journal(root: Root, journal: dict[str, Any]) -> None:
+        if (which == "final") == bool(journal.get("runs")):  # the final save records the run
+            raise rootfs._classify(OSError(code, os.strerror(code)), engine.JOURNAL, "writing")
+        real_save(root, journal)
+
+    monkeypatch.setattr(engine, "save_journal", save_journal)
+    with pytest.raises(engine.ApplyError) as info:
+        tune(pristine)
+    message = str(info.value)
+    assert message.startswith(f"saving the journal /{engine.JOURNAL} failed: writing {engine.JOURNAL} failed: ")
+    assert os.strerror(code) in message and "kernel rejected" not in message, message
+    assert info.value.rollback_errors == [] and (len(info.value.rolled_back) > 30) == (which == "final")
+    assert ("Nothing was written" in message) == (which == "first")
+    FIGURES[ORIGINALS] += 1
+
+
+def test_a_journal_from_another_node_is_refused_before_any_write(pristine: Path, tmp_path: Path) -> None:
+    """B reverted with A's journal took A's originals (numa_balancing, rmem_max, irqbalance) and exited 0. Two
+    simulated nodes are two machines: their machine ids and DMI UUIDs come from their host names."""
+    other = tmp_path / "other"
+    simnode.build(dict(SMALL, name="other", hostname="other"), str(other))
+    facts = ("etc/machine-id", "sys/class/dmi/id/product_uuid")
+    assert all((other / fact).read_text() != (pristine / fact).read_text() for fact in facts)
+    tune(other)
+    foreign = json.loads((other / engine.JOURNAL).read_text())
+    assert foreign["identity"]["machine_id"] == (other / "etc/machine-id").read_text().strip()
+    journal = pristine / engine.JOURNAL
+    journal.parent.mkdir(parents=True)
+    journal.write_text(json.dumps(foreign))
+    before = stat_of(pristine)
+    try:
+        for run in (revert, lambda path: revert(path, check_mode=True), tune, lambda path: tune(path, check_mode=True)):
+            with pytest.raises(engine.JournalError) as info:
+                run(pristine)
+            assert differences(before, stat_of(pristine)) == []
+        here = (pristine / "etc/machine-id").read_text().strip()
+        message = str(info.value)
+        assert f"the journal /{engine.JOURNAL} was taken on another node (machine_id " \
+               f"{foreign['identity']['machine_id']}" in message and "host name other" in message
+        assert f"not on this one (machine_id {here}" in message and "host name safety" in message
+        assert "nothing was written or deleted" in message
+        assert json.loads(journal.read_text()) == foreign  # kept
+    finally:
+        shutil.rmtree(pristine / "var/lib/nodetune")
+    FIGURES[ORIGINALS] += 1
+
+
+def test_a_journal_of_an_earlier_version_takes_this_nodes_identity(pristine: Path) -> None:
+    tune(pristine, areas={"sysctl": AREAS["sysctl"]})
+    state = pristine / engine.JOURNAL
+    recorded = json.loads(state.read_text())
+    assert recorded["identity"]["machine_id"] == (pristine / "etc/machine-id").read_text().strip()
+    assert recorded["identity"]["product_uuid"] == (pristine / "sys/class/dmi/id/product_uuid").read_text().strip()
+    del recorded["identity"]
+    state.write_text(json.dumps(recorded))
+    assert revert(pristine, check_mode=True)["restored"]  # accepted as it is
+    tune(pristine)  # and this node's identity added when the journal is next saved
+    assert json.loads(state.read_text())["identity"] == engine.node_identity(Root(str(pristine)))
+    revert(pristine)
+    FIGURES[ORIGINALS] += 1
+
+
+@pytest.mark.parametrize("also", ["nothing else", "a link at a file"])
+def test_revert_finishes_without_the_objects_that_are_gone(tmp_path: Path, lab: dict[str, Any], also: str) -> None:
+    """An IRQ and a NIC gone since apply: revert failed on every attempt and kept the journal. It restores the rest,
+    names each gone entry with its original, and drops only those from the journal (kept while anything else
+    failed)."""
+    dest = tmp_path / "node"
+    shutil.copytree(lab["path"], dest, symlinks=True)
+    original = Reference(dest)
+    tune(dest)
+    device_mtu = Root(str(dest)).inner("sys/class/net/ib0/mtu")  # the device stays, only its name is gone
+    shutil.rmtree(dest / "proc/irq/39")
+    (dest / "sys/class/net/ib0").unlink()
+    gone = ["proc/irq/39/smp_affinity_list", "sys/class/net/ib0/mtu"]
+    conf = dest / SYSCTL_CONF
+    if also != "nothing else":
+        conf.unlink()
+        conf.symlink_to("/etc/shadow")
+        with pytest.raises(engine.ApplyError) as info:
+            revert(dest)
+        assert [g.split(":")[0] for g in info.value.gone] == ["/" + g for g in gone]
+        assert info.value.rollback_errors == [p for p in info.value.rollback_errors if SYSCTL_CONF in p] != []
+        kept = json.loads((dest / engine.JOURNAL).read_text())
+        assert not set(gone) & set(kept["baseline"]) and SYSCTL_CONF in kept["baseline"]
+        conf.unlink()
+    assert revert(dest, check_mode=True).get("gone", []) == ([] if also != "nothing else" else [
+        "/proc/irq/39/smp_affinity_list: not restored (original 0): it no longer exists on this node, its device, CPU, "
+        "IRQ or interface is gone",
+        "/sys/class/net/ib0/mtu: not restored (original 2044): it no longer exists on this node, its device, CPU, IRQ "
+        "or interface is gone"])
+    result = revert(dest)
+    named = [] if also != "nothing else" else ["/" + g for g in gone]
+    assert [g.split(":")[0] for g in result.get("gone", [])] == named
+    assert not set(gone) & set(result["restored"])
+    # everything else is as it was before apply
+    assert [rel for rel in original.differences() if not rel.startswith("proc/irq/39/")] == sorted(
+        ["proc/irq/39", "sys/class/net/ib0", device_mtu])
+    FIGURES[ORIGINALS] += 1
+
+
+EXPECTED[ORIGINALS] = 2 + 3 + 1 + 1 + 2
+
+
+def test_the_tune_module_and_the_api_name_what_is_gone(tmp_path: Path, lab: dict[str, Any]) -> None:
+    from nodetune import api
+    from tests.unit.test_verify_module import adhoc
+
+    dest = tmp_path / "node"
+    shutil.copytree(lab["path"], dest, symlinks=True)
+    tune(dest, areas={"infiniband": AREAS["infiniband"]})
+    (dest / "sys/class/net/ib0").unlink()
+    rc, result = adhoc("nodetune.instinct.tune", {"root": str(dest), "state": "reverted"})
+    assert rc == 0 and [g.split(":")[0] for g in result["gone"]] == ["/sys/class/net/ib0/mtu"], result["_output"]
+    assert "/sys/class/net/ib0/mtu: not restored (original 2044)" in result["_output"]  # a warning too
+    node = api.NodeResult(host="node")
+    api._absorb(node, api._TUNE, result)
+    assert node.gone == result["gone"] == node.notes and not (dest / engine.JOURNAL).exists()
 
 
 # ------------------------------------------------------------------------------------------------ the catalogue

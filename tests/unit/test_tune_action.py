@@ -82,6 +82,74 @@ def test_tuning_the_controller_itself_needs_the_opt_in(variables: dict[str, Any]
     assert len(allowed.calls) == 1
 
 
+def _own_addresses() -> list[str]:
+    """This machine's addresses other than loopback ones, as the kernel lists them (none where it cannot say)."""
+    from ansible_collections.nodetune.instinct.plugins.plugin_utils import role_variables
+
+    return sorted(str(a) for a in role_variables._interface_addresses() if not a.is_loopback and not a.is_link_local)
+
+
+@pytest.mark.parametrize("address", [
+    "127.0.1.1", "127.42.0.7", "LOCALHOST", "LocalHost.", "::ffff:127.0.0.1", "::1", "0:0:0:0:0:0:0:1", "0.0.0.0",
+    "localhost.localhost", "own host name", "own fqdn", *_own_addresses()[:2],
+])
+def test_a_name_or_address_of_the_controller_needs_the_opt_in(address: str) -> None:
+    """Issue 22: the guard matched three names only, so ``ansible_host`` set to 127.0.1.1, LOCALHOST, an IPv4-mapped
+    loopback or this machine's own name tuned the controller's ``/`` over SSH without the opt-in."""
+    import socket
+
+    address = {"own host name": socket.gethostname(), "own fqdn": socket.getfqdn()}.get(address, address)
+    for variables in ({"inventory_hostname": "gpu1", "ansible_host": address}, {"inventory_hostname": address}):
+        run = action(tune_action, {"root": "/"}, transport="ssh")
+        result = run.run(task_vars=dict(variables, ansible_connection="ssh"))
+        assert result.get("failed") and run.calls == [], variables
+        assert "nodetune_controller_allowed: true" in result["msg"]
+
+
+def test_a_name_that_resolves_to_the_controller_needs_the_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    real = socket.getaddrinfo
+
+    def resolve(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "gpu-alias.example":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.1.1", 0))]
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    run = action(tune_action, {"root": "/"}, transport="ssh")
+    result = run.run(task_vars={"inventory_hostname": "gpu1", "ansible_host": "gpu-alias.example",
+                                "ansible_connection": "ssh"})
+    assert result.get("failed") and run.calls == []
+
+
+def test_a_name_lookup_that_hangs_is_bounded_and_not_the_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import threading
+    import time
+
+    from ansible_collections.nodetune.instinct.plugins.plugin_utils import role_variables
+
+    release = threading.Event()
+    real = socket.getaddrinfo
+
+    def hang(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "slow.example":
+            release.wait(30)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", hang)
+    monkeypatch.setattr(role_variables, "RESOLVE_TIMEOUT", 0.2)
+    started = time.monotonic()
+    try:
+        run = action(tune_action, {"root": "/"}, transport="ssh")
+        result = run.run(task_vars={"inventory_hostname": "gpu1", "ansible_host": "slow.example",
+                                    "ansible_connection": "ssh"})
+    finally:
+        release.set()
+    assert not result.get("failed") and len(run.calls) == 1 and time.monotonic() - started < 5
+
+
 def test_check_mode_verify_and_other_roots_need_no_opt_in() -> None:
     check = action(tune_action, {"root": "/"}, check=True)
     assert not check.run(task_vars=host()).get("failed") and len(check.calls) == 1
@@ -91,6 +159,9 @@ def test_check_mode_verify_and_other_roots_need_no_opt_in() -> None:
     assert not tree.run(task_vars=host()).get("failed") and len(tree.calls) == 1
     remote = action(tune_action, {"root": "/"}, transport="ssh")
     assert not remote.run(task_vars={"inventory_hostname": "gpu1", "ansible_connection": "ssh"}).get("failed")
+    other = action(tune_action, {"root": "/"}, transport="ssh")
+    assert not other.run(task_vars={"inventory_hostname": "gpu1", "ansible_host": "198.51.100.7",
+                                    "ansible_connection": "ssh"}).get("failed")
 
 
 def test_a_bad_opt_in_value_is_refused() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nodetune import api
+from nodetune._as_data import MAX_EXTRA_VARS_BYTES
 from nodetune.cli import EXIT_DRIFT, EXIT_FAILURE, EXIT_OK
 
 
@@ -35,6 +36,12 @@ def inventory_of(args: argparse.Namespace) -> api.Inventory:
     raise UsageError("give -i INVENTORY (a fleet) or --root DIR (one node on this machine)")
 
 
+#: The largest ``-e @FILE`` read, and the most data any ``-e`` may expand to through YAML aliases (the API's own
+#: bound on extra variables): a small "billion laughs" file would otherwise take gigabytes before Ansible's error.
+MAX_VARS_FILE_BYTES = 1 << 20
+MAX_VARS_EXPANDED = MAX_EXTRA_VARS_BYTES
+
+
 def extra_vars_of(args: argparse.Namespace) -> dict[str, Any]:
     """``-e KEY=VALUE`` (the value read as YAML, as ansible-playbook does) and ``-e @FILE`` (YAML or JSON)."""
     import yaml
@@ -44,7 +51,14 @@ def extra_vars_of(args: argparse.Namespace) -> dict[str, Any]:
         if text.startswith("@"):
             name = text[1:]
             try:
-                data = yaml.safe_load(Path(name).read_text(encoding="utf-8"))
+                with open(name, "rb") as handle:
+                    raw = handle.read(MAX_VARS_FILE_BYTES + 1)  # not all of it: it may be huge, or endless
+                if len(raw) > MAX_VARS_FILE_BYTES:
+                    size = os.stat(name).st_size
+                    found = f"{size} bytes" if size > MAX_VARS_FILE_BYTES else "an endless stream"
+                    raise UsageError(f"-e @{name}: the file is larger than the {MAX_VARS_FILE_BYTES >> 20} MiB "
+                                     f"nodetune reads from a variables file ({found})")
+                data = _load_yaml(raw.decode("utf-8"), f"-e @{name}")
             except OSError as exc:
                 raise UsageError(f"-e @{name}: cannot read the file: {exc.strerror or exc}") from None
             except UnicodeDecodeError as exc:
@@ -60,18 +74,73 @@ def extra_vars_of(args: argparse.Namespace) -> dict[str, Any]:
             if not key.isidentifier():
                 raise UsageError(f"-e {text!r}: {key!r} is not a variable name (KEY=VALUE)")
             try:
-                out[key] = yaml.safe_load(value) if value else ""
+                out[key] = _load_yaml(value, f"-e {key}=...") if value else ""
             except yaml.YAMLError:
                 out[key] = value
         else:
             try:
-                data = yaml.safe_load(text)
+                data = _load_yaml(text, "-e {...}")
             except yaml.YAMLError:
                 data = None
             if not isinstance(data, dict):
                 raise UsageError(f"-e {text!r}: expected KEY=VALUE, @FILE or a YAML/JSON mapping")
             out.update(data)
     return out
+
+
+def _load_yaml(text: str, what: str) -> Any:
+    """``yaml.safe_load``, refusing a document whose aliases expand it past :data:`MAX_VARS_EXPANDED` (measured on
+    the composed nodes before any value is built) or that nests deeper than Python can follow."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        try:
+            expanded = _expanded_size(node, MAX_VARS_EXPANDED)
+        except ValueError as exc:
+            raise UsageError(f"{what}: {exc}") from None
+        if expanded > MAX_VARS_EXPANDED:
+            raise UsageError(f"{what}: its YAML aliases (*name) expand it to more than the "
+                             f"{MAX_VARS_EXPANDED >> 20} MiB of data nodetune takes (from {len(text)} characters)")
+        return loader.construct_document(node)
+    except RecursionError:
+        raise UsageError(f"{what}: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(root: Any, limit: int) -> int:
+    """The size of a composed YAML node with every alias expanded (its scalars' length and one per node), in time
+    linear in its distinct nodes; stops past ``limit``. Raises ValueError for a node within itself."""
+    import yaml
+
+    known: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: Any) -> int:
+        if isinstance(node, yaml.ScalarNode):
+            return len(node.value) + 1
+        key = id(node)
+        if key in known:
+            return known[key]
+        if key in open_:
+            raise ValueError("a YAML alias (*name) refers to the value that holds it")
+        open_.add(key)
+        children = [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) \
+            else node.value
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > limit:
+                break
+        open_.discard(key)
+        known[key] = total
+        return total
+
+    return size(root)
 
 
 def check_names(extra_vars: dict[str, Any], tags: list[str] | None) -> None:

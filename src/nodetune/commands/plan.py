@@ -133,7 +133,7 @@ def node_rows(layout: dict[str, Any], node: dict[str, Any]) -> list[tuple[str, s
         if rank["name"]:
             gpu += f" ({rank['name']})"
         nics = ",".join(rank["netdevs"] + rank["hcas"]) or "no NIC"
-        detail = f"GPU {gpu}; OMP_NUM_THREADS={rank['env']['OMP_NUM_THREADS']}; NICs {nics}"
+        detail = f"GPU {gpu}; OMP_NUM_THREADS={rank['env']['OMP_NUM_THREADS']}; nearest NICs {nics}"
         if rank["shared"]:
             detail += "; SHARED (too few cores)"
         rows.append((f"rank {index}", _cpulist(rank["cpus"]), detail))

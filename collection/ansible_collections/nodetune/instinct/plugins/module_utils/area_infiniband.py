@@ -13,6 +13,9 @@ In datagram mode the kernel also caps the MTU by the partition's broadcast group
 priv->admin_mtu)``) and returns success. sysfs does not show that cap, so the engine reads the MTU back after the
 write and journals what the kernel made of it; the next plan asks for that effective value (and says why) for as
 long as the interface stays at it, instead of rewriting the MTU and drifting on every run.
+
+A node without an RDMA device (nothing in /sys/class/infiniband) gets nothing from this area, and the socket buffer
+caps are "at least" (area_sysctl.at_least): a node whose own cap is larger keeps it.
 """
 
 from __future__ import annotations
@@ -28,7 +31,11 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.area_common impo
     want_bool,
     want_int,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.area_sysctl import sysctl_setting
+from ansible_collections.nodetune.instinct.plugins.module_utils.area_sysctl import (
+    at_least,
+    kept_by_kernel,
+    sysctl_setting,
+)
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, ascii_int, is_digits
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import INT, Setting
 
@@ -45,9 +52,19 @@ def ipoib_max(mode: Optional[str], link_mtu: int) -> int:
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
     unknown_keys(ctx, config, VARIABLES, AREA)
+    if not has_rdma(ctx.topology):
+        ctx.notes.append("infiniband: no InfiniBand/RDMA device on this node (/sys/class/infiniband is empty): "
+                         "nothing to tune")
+        return []
     settings = _mtu(ctx, config)
     settings += _sysctls(ctx, config)
     return settings
+
+
+def has_rdma(topology: Dict[str, Any]) -> bool:
+    """An RDMA device (discovery's ib_devices), or a NIC that names one or is IPoIB."""
+    return bool(topology.get("ib_devices")) or any(
+        nic.get("ib_device") or nic.get("type") == "infiniband" for nic in topology.get("nics") or [])
 
 
 def _mtu(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
@@ -153,7 +170,7 @@ def _sysctls(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
             ("nodetune_net_core_wmem_max", "net.core.wmem_max", "cap of SO_SNDBUF (not TCP autotuning)")):
         value = want_int(ctx, config, var, 4096, 2 ** 31 - 1)
         if value is not None:
-            settings.append(sysctl_setting(key, value, AREA, why, INT))
+            settings.append(sysctl_setting(key, at_least(ctx, key, value, AREA), AREA, why, INT))
     current = ctx.topology.get("sysctl") or {}
     thresholds = []
     for level in (1, 2, 3):
@@ -172,4 +189,5 @@ def _sysctls(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
         if va > vb:
             ctx.error("%s=%d is above %s=%d: keep gc_thresh1 <= gc_thresh2 <= gc_thresh3 (gc_thresh3 is the hard cap "
                       "of neighbour entries)" % (na, va, nb, vb))
+    kept_by_kernel(ctx, settings)
     return settings

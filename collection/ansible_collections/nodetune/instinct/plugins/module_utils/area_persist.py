@@ -9,6 +9,10 @@ that a reboot resets (SMT, IRQ affinity, governor, EPP, idle states, IPoIB MTU) 
 ``/etc/nodetune/boot-restore.d/<area>.json`` and re-applied at boot by the ``nodetune-restore.service`` oneshot,
 which runs a small stdlib-only script: no Ansible needed on the node at boot.
 
+``nodetune_persist_boot: false`` (config ``boot``) leaves out the boot-time restore (its state files, program and
+unit) where nothing boots the node with systemd; the sysctl.d, udev and modprobe.d files are read by the system
+itself and stay.
+
 One file per area, because a run may tune some areas only (``--tags nvme``): rewriting one shared file from a
 partial run would drop the other areas' entries.
 """
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import sysctl_boot
+from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter, sysctl_boot
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import FILE, SERVICE, Setting
@@ -32,8 +36,8 @@ UNIT = "nodetune-restore.service"
 UNIT_FILE = "etc/systemd/system/" + UNIT
 HEADER = "# Managed by nodetune. Local changes are reported as drift and overwritten.\n"
 
-RESTORE_SCRIPT = '''#!/usr/bin/python3
-"""nodetune-restore: re-apply the runtime settings nodetune tuned, at boot (rendered by nodetune).
+# nodetune-restore without its #! line, which names the node's system Python (interpreter.shebang)
+RESTORE_PROGRAM = '''"""nodetune-restore: re-apply the runtime settings nodetune tuned, at boot (rendered by nodetune).
 
 Reads every /etc/nodetune/boot-restore.d/*.json (one per tuned area) and writes each value in dependency
 order (SMT before IRQ affinity, governor before EPP). Kernel-managed IRQs and missing devices are reported and
@@ -131,6 +135,10 @@ def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List
         out.append(Setting("persist.udev", "nvme", UDEV_FILE, HEADER + udev, kind=FILE, compare="content", area=AREA,
                            reason="udev applies the NVMe queue settings whenever a namespace appears"))
     runtime = _by_area([s for s in settings if s.persist == "boot_restore"])
+    if runtime and config.get("boot", True) is False:
+        ctx.notes.append("persist: nodetune_persist_boot is false: %d runtime setting(s) are not re-applied at boot"
+                         % sum(len(group) for group in runtime.values()))
+        runtime = {}
     for area, group in sorted(runtime.items()):
         state = {"version": 1, "settings": sorted((_state_entry(s) for s in group),
                                                   key=lambda e: (e["order"], e["id"], e["target"]))}
@@ -138,7 +146,8 @@ def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List
                            one_per_line(state, "settings"), kind=FILE, compare="content", area=AREA, mode=0o644,
                            reason="runtime settings a reboot resets, re-applied by nodetune-restore.service"))
     if runtime:
-        out.append(Setting("persist.boot_restore", "script", SCRIPT_FILE, RESTORE_SCRIPT, kind=FILE,
+        script = interpreter.shebang(root=ctx.root) + RESTORE_PROGRAM
+        out.append(Setting("persist.boot_restore", "script", SCRIPT_FILE, script, kind=FILE,
                            compare="content", area=AREA, mode=0o755, reason="the boot-time restore program"))
         out.append(Setting("persist.boot_restore", "unit", UNIT_FILE, UNIT_TEXT, kind=FILE, compare="content",
                            area=AREA, reason="runs nodetune-restore once at boot"))

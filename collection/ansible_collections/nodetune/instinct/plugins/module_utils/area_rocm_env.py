@@ -47,7 +47,7 @@ PATH_VARIABLES = (
     ("nodetune_rocm_ranks_file", "etc/nodetune/ranks.json"),
     ("nodetune_rocm_bind_file", "usr/local/bin/nodetune-bind"),
 )
-LAYOUT_NAMES = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")  # what the Layout's nccl_env (and each rank's env) offers
+LAYOUT_NAMES = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")  # what the Layout's node-wide nccl_env offers
 RANK_CPU_NAMES = ("OMP_NUM_THREADS",)  # no GOMP_CPU_AFFINITY: it pins a rank to one CPU (docs/rocm.md)
 # Without this ROCr starts its helper threads on every CPU, whatever the rank's affinity (ROCr's default is 1).
 RANK_EXTRA_ENV = {"HSA_OVERRIDE_CPU_AFFINITY_DEBUG": "0"}
@@ -85,7 +85,7 @@ def check_names(ctx: Context, env: Dict[Any, Any], policy: str) -> Dict[str, str
             ctx.error("%s is not valid: %s" % (where, problem))
             continue
         wrong = catalog.wrong_name_message(name)
-        if wrong is None and name in catalog.VARIABLES:
+        if wrong is None and catalog.is_known(name):
             good[name] = text
             continue
         message = "nodetune_rocm_env: " + (wrong or catalog.unknown_name_message(name))
@@ -163,8 +163,7 @@ def render(env: Dict[str, str], origin: str) -> Tuple[str, str, str]:
     head = HEADER + "# " + origin + "\n"
     names = sorted(env)
     script = head + "".join("export %s=%s\n" % (k, shell_quote(env[k])) for k in names)
-    rccl = head + "".join("%s=%s\n" % (k, env[k]) for k in names
-                          if k.startswith(("NCCL_", "RCCL_")))
+    rccl = head + "".join("%s=%s\n" % (k, env[k]) for k in names if catalog.in_conf_file(k))
     plain = head + "".join("%s=%s\n" % (k, env_file_quote(env[k])) for k in names)
     return script, rccl, plain
 
@@ -178,17 +177,18 @@ def origin_line(profile: str, node: Dict[str, str], user: Dict[str, str]) -> str
     return "; ".join(parts)
 
 
-def rank_entries(ctx: Context, names: List[str], user: Dict[str, str]) -> List[Dict[str, Any]]:
+def rank_entries(ctx: Context, nics: Dict[str, str], user: Dict[str, str]) -> List[Dict[str, Any]]:
     """The rank table from the Layout: CPUs, NUMA node and environment of each local rank.
 
+    ``nics``: the node-wide NIC lists, the same for every rank: RCCL builds a node's rings from the NICs each
+    rank sees, so per-rank lists break them (NVIDIA/nccl#1478); nodetune-bind lets the job's own value win.
     A variable the user set node-wide in nodetune_rocm_env is left out of the ranks (theirs applies)."""
     entries = []
     for rank in ctx.layout.get("ranks") or []:
-        env = {}
-        for key, value in (rank.get("env") or {}).items():
-            wanted = key in RANK_CPU_NAMES or key in names
-            if wanted and key not in user:
-                env[key] = str(value)
+        # RANK_CPU_NAMES only: a Layout saved by an older nodetune still carries per-rank NIC lists
+        env = dict((key, str(value)) for key, value in (rank.get("env") or {}).items()
+                   if key in RANK_CPU_NAMES and key not in user)
+        env.update(nics)
         for key, value in RANK_EXTRA_ENV.items():
             if key not in user:
                 env[key] = value
@@ -213,7 +213,8 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
         ctx.error("nodetune_rocm_env=%s is not valid: expected a mapping of variable name to value" % describe(env))
         return []
     user = check_names(ctx, env, policy)
-    node = node_values(ctx, names, user) if (profile_env or env) else {}
+    nics = node_values(ctx, names, user) if (profile_env or env or (bind and ctx.layout.get("ranks"))) else {}
+    node = nics if (profile_env or env) else {}
     final = dict(profile_env)
     final.update(node)
     final.update(user)
@@ -241,18 +242,18 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
             Setting("rocm.env", "env_file", paths["nodetune_rocm_env_file"], plain, kind=FILE, compare="content",
                     area=AREA, runtime=False, reason="EnvironmentFile= for systemd units; sourced by Slurm jobs"),
         ]
-    settings += bind_settings(ctx, bind, names, user, paths)
+    settings += bind_settings(ctx, bind, nics, user, paths)
     refuse_foreign_paths(ctx, config, settings)
     if len(ctx.errors) > errors_before:
         return []
     return settings
 
 
-def bind_settings(ctx: Context, bind: bool, names: List[str], user: Dict[str, str],
+def bind_settings(ctx: Context, bind: bool, nics: Dict[str, str], user: Dict[str, str],
                   paths: Dict[str, str]) -> List[Setting]:
     if not bind:
         return []
-    entries = rank_entries(ctx, names, user)
+    entries = rank_entries(ctx, nics, user)
     if not entries:
         ctx.notes.append("rocm_env: the Layout has no GPU ranks, so no rank table and no nodetune-bind launcher")
         return []
@@ -262,7 +263,7 @@ def bind_settings(ctx: Context, bind: bool, names: List[str], user: Dict[str, st
                 area=AREA, runtime=False,
                 reason="nodetune-bind reads each local rank's CPUs, memory node and environment here"),
         Setting("rocm.bind", "launcher", paths["nodetune_rocm_bind_file"],
-                rank_bind.script_text(table, interpreter.shebang()), kind=FILE, compare="content", area=AREA,
-                runtime=False, mode=0o755,
+                rank_bind.script_text(table, interpreter.shebang(root=ctx.root)), kind=FILE, compare="content",
+                area=AREA, runtime=False, mode=0o755,
                 reason="runs each local rank on its GPU's CPUs and memory node: nodetune-bind -- python train.py"),
     ]

@@ -8,21 +8,34 @@ pairs: two views of one limit, and the kernel zeroes one when the other is writt
 ``dirty_ratio_handler``/``dirty_bytes_handler``). Setting both forms would make every run rewrite the pair and
 verify drift forever, so each pair takes exactly one form: the one given wins, the other is neither written nor
 verified, and giving both is refused (including a bytes key through ``nodetune_sysctl_extra``).
+
+Some sysctls are stored otherwise than written (:data:`KERNEL_STORES`): nodetune asks for the stored value, so that
+a run does not rewrite it and verify does not drift on every run; for any other sysctl the kernel answered so, the
+value it kept is adopted from the journal (:func:`kept_by_kernel`), as for the IPoIB MTU. Caps (:data:`CEILINGS`,
+the max field of tcp_rmem/tcp_wmem) are "at least": a node whose own cap is higher keeps it.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+from ansible_collections.nodetune.instinct.plugins.module_utils import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Context,
     describe,
     unknown_keys,
     want_int,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import INT, WORDS, Setting
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
+    ATTR,
+    INT,
+    WORDS,
+    Setting,
+    desired,
+    read_current,
+)
 
 AREA = "sysctl"
 VARIABLES = areas.area_variables(AREA)
@@ -39,6 +52,103 @@ DIRTY_PAIRS = (
 
 def sysctl_path(key: str) -> str:
     return "proc/sys/" + key.replace(".", "/")
+
+
+PAGE_SIZE = 4096  # x86-64
+
+
+def _pipe_max_size(number: int) -> Optional[int]:
+    """fs/pipe.c, round_pipe_size(): less than a page becomes a page, anything else the next power of two (above
+    2^31 the write fails with EINVAL: left to fail). Kernel 6.18 showed 1000000 -> 1048576, 4097 -> 8192, 0 -> 4096."""
+    if number > 2 ** 31:
+        return None
+    if number < PAGE_SIZE:
+        return PAGE_SIZE
+    return 1 << (number - 1).bit_length()
+
+
+def _rr_timeslice_ms(number: int) -> Optional[int]:
+    """kernel/sched/rt.c, sched_rr_handler(): 0 or less resets to the default RR_TIMESLICE (100 ms whatever HZ,
+    include/linux/sched/rt.h), shown in ms. Kernel 6.18 showed 0 -> 100 and -1 -> 100; 1, 3, 250 stay."""
+    return 100 if number <= 0 else None
+
+
+# Sysctls whose handler stores another value than the one written: key -> the stored value, None where as written
+KERNEL_STORES: Dict[str, Callable[[int], Optional[int]]] = {
+    "fs.pipe-max-size": _pipe_max_size,
+    "kernel.sched_rr_timeslice_ms": _rr_timeslice_ms,
+}
+# Caps that only bound what programs may ask for: raising one never hurts what nodetune tunes for, lowering one can
+# break a workload that relies on the node's larger cap, so the desired value is max(the node's own, wanted).
+CEILINGS = (
+    "net.core.rmem_max", "net.core.wmem_max", "net.core.optmem_max", "net.core.somaxconn",
+    "net.core.netdev_max_backlog", "fs.pipe-max-size", "fs.file-max", "fs.nr_open", "fs.aio-max-nr",
+    "vm.max_map_count", "fs.inotify.max_user_watches", "fs.inotify.max_user_instances",
+)
+# "min default max" sysctls: the index of the cap among their fields (TCP autotuning's limit)
+CEILING_FIELDS = {"net.ipv4.tcp_rmem": 2, "net.ipv4.tcp_wmem": 2}
+
+
+def kernel_stored(key: str, value: Any) -> Optional[str]:
+    """The value the kernel keeps when ``value`` is written to ``key``, where it differs; else None."""
+    normaliser = KERNEL_STORES.get(key)
+    text = str(value).strip()
+    if normaliser is None or not text.lstrip("-").isdigit():
+        return None
+    stored = normaliser(int(text))
+    return None if stored is None or str(stored) == text else str(stored)
+
+
+def _journal(ctx: Context) -> Dict[str, Any]:
+    """The node's journal, or an empty one where it does not validate (apply refuses that journal itself)."""
+    try:
+        return engine.load_journal(ctx.root)
+    except engine.JournalError:
+        return {}
+
+
+def _own_value(ctx: Context, key: str) -> Optional[str]:
+    """The node's own value of a sysctl: the one it had before nodetune first wrote it (the journal's baseline),
+    else the current one; so an earlier, larger wanted value of nodetune's is never taken for the node's own."""
+    snap = (_journal(ctx).get("baseline") or {}).get(sysctl_path(key))
+    if isinstance(snap, dict) and snap.get("kind") == ATTR and snap.get("restore") is not None:
+        return str(snap["restore"])
+    return ctx.root.read(sysctl_path(key))
+
+
+def at_least(ctx: Context, key: str, value: Any, area: str = AREA) -> Any:
+    """``value`` for a cap sysctl, raised to the node's own cap where that is larger (the cap field only, for
+    tcp_rmem/tcp_wmem); a note says so. Other keys and values that are not numbers: ``value`` unchanged."""
+    index = 0 if key in CEILINGS else CEILING_FIELDS.get(key)
+    if index is None:
+        return value
+    wanted, own = str(value).split(), (_own_value(ctx, key) or "").split()
+    if len(wanted) != len(own) or len(wanted) <= index or not (wanted[index] + own[index]).isdigit() \
+            or int(own[index]) <= int(wanted[index]):
+        return value
+    ctx.notes.append("%s: the node's own %s %s is above the wanted %s: kept (nodetune raises caps, never lowers them)"
+                     % (area, key, " ".join(own), " ".join(wanted)))
+    fields = list(wanted)
+    fields[index] = own[index]
+    return int(fields[0]) if isinstance(value, int) else " ".join(fields)
+
+
+def kept_by_kernel(ctx: Context, settings: List[Setting]) -> None:
+    """Ask for the value the kernel kept where nodetune's last write of a sysctl read back otherwise and the node
+    still holds it (the journal's ``effective`` records, as area_infiniband does for the IPoIB MTU): a kernel
+    normalisation missing from KERNEL_STORES then settles instead of being rewritten on every run."""
+    records = (_journal(ctx).get("effective") or {}) if any(s.id.startswith("sysctl.") for s in settings) else {}
+    for setting in settings:
+        record = records.get(setting.uid)
+        if not isinstance(record, dict) or record.get("requested") != desired(setting):
+            continue
+        kept = record.get("effective")
+        if kept is None or read_current(ctx.root, setting) != kept:
+            continue
+        ctx.warn("%s: the kernel stored %s=%s as %s when nodetune wrote it; nodetune now sets and verifies %s"
+                 % (setting.area, setting.target, record["requested"], kept, kept))
+        setting.value = kept
+        setting.reason += "; the kernel stores %s as %s" % (record["requested"], kept)
 
 
 def sysctl_setting(key: str, value: Any, area: str, reason: str, compare: str = WORDS) -> Setting:
@@ -120,5 +230,13 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
             ctx.error("nodetune_sysctl_extra['%s']: /%s does not exist on this node (unknown sysctl or module "
                       "not loaded)" % (key, sysctl_path(key)))
             continue
-        settings.append(sysctl_setting(key, value, AREA, "nodetune_sysctl_extra"))
+        reason = "nodetune_sysctl_extra"
+        stored = kernel_stored(key, value)
+        if stored is not None:
+            ctx.warn("nodetune_sysctl_extra['%s']=%s: the kernel stores it as %s, so nodetune sets and verifies %s"
+                     % (key, value, stored, stored))
+            reason += "; %s as the kernel stores it" % stored
+            value = stored
+        settings.append(sysctl_setting(key, at_least(ctx, key, value), AREA, reason))
+    kept_by_kernel(ctx, settings)
     return settings

@@ -387,8 +387,8 @@ ROLES['infiniband'] = {
                     'alone.'
                 ),
                 (
-                    'Note that this value is written as is, even where '
-                    'the node already has a larger cap.'
+                    'A cap is "at least": a node whose own cap is larger keeps it (nodetune never lowers '
+                    'it). A node without an InfiniBand/RDMA device gets nothing from this area.'
                 ),
             ],
         },
@@ -400,6 +400,7 @@ ROLES['infiniband'] = {
                     "C(net.core.wmem_max), the cap of SO_SNDBUF (the articles' 2 MiB). C(null) leaves it "
                     'alone.'
                 ),
+                'At least, like C(nodetune_net_core_rmem_max).',
             ],
         },
         'nodetune_neigh_gc_thresh1': {
@@ -621,6 +622,12 @@ ROLES['sysctl'] = {
                     '16777216"}). Each key must exist under C(/proc/sys) on the node; values are single '
                     'lines.'
                 ),
+                (
+                    'Where the kernel stores another value than written (C(fs.pipe-max-size) rounds up to a power '
+                    'of two pages, C(kernel.sched_rr_timeslice_ms) 0 means 100) nodetune sets, and verifies, '
+                    'the stored value and says so. Caps (C(*mem_max), C(somaxconn), C(fs.file-max), the max '
+                    'field of C(tcp_rmem)/C(tcp_wmem) ...) are at least the node\'s own: never lowered.'
+                ),
             ],
         },
     },
@@ -661,7 +668,7 @@ ROLES['rocm_env'] = {
             'Where the Layout has GPU ranks, the rank table (C(/etc/nodetune/ranks.json)) and the launcher '
             'C(nodetune-bind) are written: C(nodetune-bind -- python train.py) reads LOCAL_RANK (or '
             "SLURM_LOCALID) and runs the command on its GPU's CPUs and NUMA memory node, with its "
-            'OMP_NUM_THREADS and nearest NICs.'
+            "OMP_NUM_THREADS and the node's NIC lists (the same on every rank; a value the job set wins)."
         ),
     ],
     'variables': {
@@ -730,8 +737,10 @@ ROLES['rocm_env'] = {
             'description': [
                 (
                     "Which NIC lists to take from this node's Layout (every usable HCA and fabric netdev, "
-                    'exact-match C(=) lists), into the env files when they are written, and nearest-NIC '
-                    'values into each rank of the rank table. A name you set in C(nodetune_rocm_env) wins '
+                    'exact-match C(=) lists), into the env files when they are written, and the same '
+                    'lists into every rank of the rank table (RCCL needs all ranks of a node to see the same '
+                    'NICs; nodetune-bind never overrides a value the job set). A name you set in '
+                    'C(nodetune_rocm_env) wins '
                     "over the Layout's. Drop C(NCCL_SOCKET_IFNAME) where the IPoIB interfaces carry no IP "
                     "address (RCCL's bootstrap needs one)."
                 ),
@@ -1324,13 +1333,29 @@ COMMON_VARIABLES[CONTROLLER_OPT_IN] = {
         "controller by accident. Check mode (C(--check)), discovery and verify need no opt-in.",
     ],
 }
+# Boot persistence of the runtime settings (area_persist.py): off where the node has no systemd to run it at boot.
+PERSIST_BOOT = "nodetune_persist_boot"
+COMMON_VARIABLES[PERSIST_BOOT] = {
+    "type": "bool",
+    "default": True,
+    "description": [
+        "Re-apply at boot the runtime settings a reboot resets (SMT, IRQ affinity, cpufreq governor and EPP, idle "
+        "states, IPoIB MTU): nodetune writes their list to C(/etc/nodetune/boot-restore.d/), the "
+        "C(/usr/local/sbin/nodetune-restore) program and the C(nodetune-restore.service) unit, and enables the "
+        "unit. Set it to V(false) where nothing boots the node with systemd (a container, an image whose boot "
+        "re-tunes it another way): those files and the unit are then neither written nor verified, and the "
+        "runtime settings last until the next reboot. The files that the system itself reads at boot are "
+        "written either way: C(/etc/sysctl.d/), the udev rule for NVMe and C(/etc/modprobe.d/). Turning it off "
+        "leaves what an earlier run installed until a revert.",
+    ],
+}
 # the common variables each kind of role takes
 COMMON_BY_KIND = {
-    "area": ("nodetune_root", "nodetune_layout_policy", CONTROLLER_OPT_IN),
+    "area": ("nodetune_root", "nodetune_layout_policy", CONTROLLER_OPT_IN, PERSIST_BOOT),
     "check": ("nodetune_root", "nodetune_layout_policy"),
-    "runner": ("nodetune_root", "nodetune_layout_policy", CONTROLLER_OPT_IN),
+    "runner": ("nodetune_root", "nodetune_layout_policy", CONTROLLER_OPT_IN, PERSIST_BOOT),
 }
-COMMON_BY_ROLE = {"verify": ("nodetune_root", "nodetune_layout_policy")}
+COMMON_BY_ROLE = {"verify": ("nodetune_root", "nodetune_layout_policy", PERSIST_BOOT)}
 
 # Variables of the playbooks, extra-vars of the Python API/CLI, of the lab, and set by the roles themselves: not
 # role arguments, but declared so that a misspelt one is caught like any other.

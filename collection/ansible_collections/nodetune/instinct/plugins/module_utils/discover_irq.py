@@ -183,17 +183,31 @@ def _owner(row: Dict[str, Any], msi_owner: Dict[int, str], nvme_bdf: Dict[str, O
     return None
 
 
+def _virtio_queue(name: str) -> bool:
+    """A virtio-net queue vector, ``virtio<N>-input.<K>`` / ``virtio<N>-output.<K>`` (drivers/virtio/virtio_pci_common.c
+    names vectors ``<device>-<vq>``; drivers/net/virtio_net.c names the queues ``input.K``/``output.K``), or the
+    ``virtio<N>-virtqueues`` vector all queues share when MSI-X vectors are short. ``virtio<N>-config`` (config
+    changes) is not one."""
+    device, _sep, queue = name.partition("-")
+    if not device[len("virtio"):].isdigit():
+        return False
+    direction, dot, index = queue.partition(".")
+    return queue == "virtqueues" or (direction in ("input", "output") and bool(dot) and index.isdigit())
+
+
 def _kind(name: str, device_class: Optional[str], is_gpu: bool) -> str:
     queue = _nvme_queue(name)
     if queue is not None:
         return "nvme_admin" if queue[1] == "0" else "nvme_queue"
-    if name.startswith("mlx5_comp"):
-        return "nic_comp"
-    if name.startswith("mlx5_async"):
-        return "nic_async"
+    if name.startswith("mlx5_"):
+        # mlx5_comp<N>@pci:<BDF> are the completion vectors; mlx5_async (and mlx5_pages_eq/mlx5_cmd_eq of older
+        # kernels) carry firmware events and commands (drivers/net/ethernet/mellanox/mlx5/core/pci_irq.c, eq.c)
+        return "nic_comp" if name.startswith("mlx5_comp") else "nic_async"
     if is_gpu or name.startswith(_GPU_NAMES):
         return "gpu"
     if device_class and device_class.startswith("0x02"):
+        if name.startswith("virtio"):
+            return "nic_comp" if _virtio_queue(name) else "nic_async"
         return "nic_async" if _names_nic_control(name) else "nic_comp"
     return "other"
 

@@ -56,14 +56,17 @@ MAX_RUNS_KEPT = 20
 
 
 class ApplyError(Exception):
-    """A write failed; ``setting`` names it and ``rolled_back`` lists what was restored."""
+    """A write failed; ``setting`` names it and ``rolled_back`` lists what was restored. ``gone``: revert's entries
+    whose object (device, CPU, IRQ, interface) no longer exists, dropped from the journal."""
 
     def __init__(self, message: str, setting: Optional[Setting] = None,
-                 rolled_back: Optional[List[str]] = None, rollback_errors: Optional[List[str]] = None) -> None:
+                 rolled_back: Optional[List[str]] = None, rollback_errors: Optional[List[str]] = None,
+                 gone: Optional[List[str]] = None) -> None:
         super().__init__(message)
         self.setting = setting
         self.rolled_back = rolled_back or []
         self.rollback_errors = rollback_errors or []
+        self.gone = gone or []
 
 
 class LockedError(Exception):
@@ -104,9 +107,8 @@ def plan_actions(root: Root, settings: List[Setting], services: Any = None) -> L
     for setting in settings:
         before = read_current(root, setting, services)
         # A value read proves the file exists: only an attribute that gave none costs a second look.
-        if setting.kind == ATTR and before is None and not root.exists(setting.path):
-            missing.append("%s: %s does not exist on this node, so it cannot be set"
-                           % (setting.uid, "/" + setting.path))
+        if setting.kind == ATTR and before is None:
+            missing.append(_unknown_original(root, setting))
         if setting.kind == SERVICE and services is None:
             missing.append("%s: no service manager available for this root" % setting.uid)
         if setting.kind in (FILE, LINE, ABSENT):
@@ -127,6 +129,21 @@ def plan_actions(root: Root, settings: List[Setting], services: Any = None) -> L
         if before != after:
             actions.append(Action(setting, before, after))
     return actions
+
+
+def _unknown_original(root: Root, setting: Setting) -> str:
+    """Why an attribute that gave no value cannot be set: absent, or present but unreadable. Nothing is written
+    without its original: revert could not put it back."""
+    where = "/" + setting.path
+    if not root.exists(setting.path):
+        return "%s: %s does not exist on this node, so it cannot be set" % (setting.uid, where)
+    try:
+        root.read_strict(setting.path)
+        why = "it holds no value nodetune can restore"
+    except NodeFileError as exc:
+        why = str(exc)
+    return ("%s: %s exists but its current value cannot be read (%s); nodetune writes nothing whose original it "
+            "cannot keep for revert" % (setting.uid, where, why))
 
 
 def diff_text(actions: List[Action]) -> Dict[str, str]:
@@ -209,6 +226,9 @@ def journal_problems(data: Any) -> List[str]:
     dirs = data.get("created_dirs", [])
     if isinstance(dirs, list) and not all(isinstance(d, str) and _is_inner_path(d) for d in dirs):
         problems.append("'created_dirs' must hold relative paths inside the root")
+    identity = data.get("identity", {})  # absent in journals of earlier versions
+    if not isinstance(identity, dict) or not all(isinstance(v, (str, type(None))) for v in identity.values()):
+        problems.append("'identity' must be an object of the node's identity facts (strings)")
     return problems
 
 
@@ -262,6 +282,44 @@ def _json_type(value: Any) -> str:
             dict: "an object"}.get(type(value), type(value).__name__)
 
 
+# Boot-independent facts that tell one node from another: a journal copied from node A must not put A's originals
+# on node B. The host name is only shown (a renamed host is the same node).
+IDENTITY_FACTS = (("machine_id", "etc/machine-id"), ("product_uuid", "sys/class/dmi/id/product_uuid"),
+                  ("product_serial", "sys/class/dmi/id/product_serial"))
+
+
+def node_identity(root: Root) -> Dict[str, Optional[str]]:
+    """This node's identity facts (None where absent or unreadable) and its host name."""
+    facts = {}
+    for name, path in IDENTITY_FACTS:
+        value = root.read(path)
+        facts[name] = value if value and value != "uninitialized" else None
+    facts["hostname"] = root.read("proc/sys/kernel/hostname") or root.read("etc/hostname")
+    return facts
+
+
+def load_own_journal(root: Root) -> Dict[str, Any]:
+    """:func:`load_journal`, refused (JournalError, kept) where it was taken on another node. A journal of an
+    earlier version has no identity: accepted, and apply records this node's when it next saves it."""
+    journal = load_journal(root)
+    recorded = journal.get("identity") or {}
+    here = node_identity(root)
+    known = [name for name, _path in IDENTITY_FACTS if recorded.get(name) and here.get(name)]
+    differ = [name for name in known if recorded[name] != here[name]]
+    unknown_here = not known and any(recorded.get(name) for name, _path in IDENTITY_FACTS)
+    if differ or unknown_here:
+        raise JournalError(["the journal %s was taken on another node (%s), not on this one (%s); refusing to put "
+                            "another node's originals here, nothing was written or deleted (move it aside to go on)"
+                            % ("/" + JOURNAL, _describe(recorded), _describe(here))])
+    return journal
+
+
+def _describe(identity: Dict[str, Any]) -> str:
+    facts = ["%s %s" % (name, identity[name]) for name, _path in IDENTITY_FACTS if identity.get(name)]
+    host = "host name %s" % (identity.get("hostname") or "unknown")
+    return ", ".join(facts + [host]) if facts else "no identity facts, " + host
+
+
 def save_journal(root: Root, journal: Dict[str, Any]) -> None:
     root.write_file(JOURNAL, json.dumps(journal, indent=1, sort_keys=True) + "\n", mode=0o600)
 
@@ -282,6 +340,8 @@ def _snapshot(root: Root, setting: Setting, services: Any) -> Dict[str, Any]:
         restore = raw
         if raw is not None and setting.compare == CHOICE:
             restore = parse_choice(raw)[0]
+        if restore is None:  # unreadable since the plan (EIO, EACCES): refused before any write of this run
+            raise SettingError([_unknown_original(root, setting)])
         return {"kind": ATTR, "restore": restore, "order": setting.order}
     # FILE, LINE, ABSENT: whole-file snapshots
     content = root.read(setting.path, strip=False)
@@ -431,7 +491,7 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
     ``fault`` is a test hook called before each write (fault injection); production passes None.
     """
     actions = plan_actions(root, settings, services)
-    load_journal(root)  # a journal nodetune cannot trust is refused in check mode and on a tuned node too
+    load_own_journal(root)  # a journal nodetune cannot trust is refused in check mode and on a tuned node too
     result = {
         "changed": bool(actions),
         "actions": [a.to_dict() for a in actions],
@@ -445,7 +505,8 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
         # Re-plan under the lock: another run may have changed the node since.
         actions = plan_actions(root, settings, services)
         journal_before = root.read(JOURNAL, strip=False)
-        journal = load_journal(root)
+        journal = load_own_journal(root)
+        journal.setdefault("identity", node_identity(root))  # new, or of an earlier version: this node's from now on
         _sweep_temp_files(root, _file_dirs(journal["baseline"], settings))
         if journal.get("created") is None:
             journal["created"] = _now()
@@ -468,8 +529,8 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
         journal["created_dirs"] = sorted(set(journal.get("created_dirs", [])) | set(new_dirs))
         if not actions:
             return _replanned(result, actions)
-        save_journal(root, journal)  # the baseline is safe on disk before the first write
         done: List[Action] = []
+        _save_or_roll_back(root, journal, done, before_run, services, journal_before)  # before the first write
         for action in actions:
             _write_or_roll_back(root, action, done, before_run, services, fault, journal_before, journal)
             done.append(action)
@@ -480,13 +541,13 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
             if key not in before_run:  # not written earlier in this run: its baseline goes to disk first
                 before_run[key] = _snapshot(root, action.setting, services)
                 baseline.setdefault(key, before_run[key])
-                save_journal(root, journal)
+                _save_or_roll_back(root, journal, done, before_run, services, journal_before)
             _write_or_roll_back(root, action, done, before_run, services, fault, journal_before, journal)
             done = [a for a in done if a.setting.uid != action.setting.uid] + [action]
         _remember_effective(journal, done, checked)
         journal["runs"] = (journal.get("runs", []) + [{
             "time": _now(), "changed": [a.setting.uid for a in done]}])[-MAX_RUNS_KEPT:]
-        save_journal(root, journal)
+        _save_or_roll_back(root, journal, done, before_run, services, journal_before)
     result["actions"] = [a.to_dict() for a in done]
     result["diff"] = diff_text(done)
     result["unconfirmed"] = checked
@@ -514,6 +575,27 @@ def _write_or_roll_back(root: Root, action: Action, done: List[Action], before_r
                             else "/" + action.setting.path, exc, len(rolled),
                             "" if not problems else "; could NOT restore: " + "; ".join(problems)),
                          action.setting, rolled, problems) from exc
+
+
+def _save_or_roll_back(root: Root, journal: Dict[str, Any], done: List[Action], before_run: Dict[str, Dict[str, Any]],
+                       services: Any, journal_before: Optional[str]) -> None:
+    """Save the journal; where that fails (a full or read-only file system), put back this run's writes and raise
+    ApplyError saying so: a change the journal on disk does not fully describe is not left behind."""
+    try:
+        save_journal(root, journal)
+    except (NodeFileError, OSError) as exc:
+        error = exc if isinstance(exc, NodeFileError) else classify_os_error(exc, JOURNAL, "writing")
+        rolled, problems = _rollback(root, done, before_run, services)
+        if not problems:
+            # (a journal that cannot be put back is the one saved before the first write: it holds this run's
+            # originals too, which are the node's values again)
+            with contextlib.suppress(NodeFileError, OSError):
+                _forget_run(root, journal_before, journal)
+        raise ApplyError("saving the journal %s failed: %s. %s%s."
+                         % ("/" + JOURNAL, error, "Restored %d change(s) of this run" % len(rolled) if done
+                            else "Nothing was written", "" if not problems
+                            else "; could NOT restore: " + "; ".join(problems)),
+                         None, rolled, problems) from exc
 
 
 def _note_unchanged_files(root: Root, settings: List[Setting], baseline: Dict[str, Dict[str, Any]]) -> None:
@@ -627,23 +709,38 @@ def revert(root: Root, check_mode: bool = False, services: Any = None, lock_time
     revert then deletes, losing the originals it had just recorded). A journal that does not validate is refused
     and kept."""
     if check_mode:
-        return _revert_plan(root, load_journal(root), services)
+        return _revert_plan(root, load_own_journal(root), services)
     with NodeLock(root, lock_timeout):
-        journal = load_journal(root)
+        journal = load_own_journal(root)
         if not root.exists(JOURNAL):
             return _clean_leftovers(root)
         result = _revert_plan(root, journal, services)
         problems = []
+        failed = set()
+        gone: List[str] = []
         for key, snap in _ordered(journal["baseline"]):
+            if _is_gone(root, key, snap):  # looked at now: an earlier entry (a CPU put online) may bring it back
+                gone.append(key)
+                continue
             try:
                 _restore(root, key, snap, services)
             except (NodeFileError, OSError) as exc:
                 problems.append("%s: %s" % (key, exc))
+                failed.add(key)
+        _drop_gone(result, journal, gone)
         if problems:
-            # The journal stays as it is (every entry, the ones restored included: restoring them again changes
-            # nothing), so that the operator can deal with what is named and revert again.
+            if gone:  # kept without the entries that can never be restored (and with this node's identity)
+                journal.setdefault("identity", node_identity(root))
+                with contextlib.suppress(NodeFileError, OSError):  # unsaved: the next revert names them again
+                    save_journal(root, journal)
+            # The journal stays as it is (every entry but the gone ones, the ones restored included: restoring them
+            # again changes nothing), so that the operator can deal with what is named and revert again.
+            # rolled_back: the entries this revert did put back.
             raise ApplyError("revert could not restore: %s; the journal %s is kept: deal with what is named and "
-                             "revert again" % ("; ".join(problems), "/" + JOURNAL), rollback_errors=problems)
+                             "revert again%s" % ("; ".join(problems), "/" + JOURNAL,
+                                                 "".join("; " + entry for entry in result.get("gone", []))),
+                             rollback_errors=problems, gone=result.get("gone"),
+                             rolled_back=[key for key in result["restored"] if key not in failed])
         _sweep_temp_files(root, _file_dirs(journal["baseline"]))
         root.remove(JOURNAL)
         root.remove(LEGACY_LOCK)
@@ -661,7 +758,31 @@ def _revert_plan(root: Root, journal: Dict[str, Any], services: Any) -> Dict[str
     if not journal["baseline"] and not root.exists(JOURNAL):
         return {"changed": False, "restored": [], "msg": "no journal: nodetune never changed this node"}
     pending = [key for key, snap in _ordered(journal["baseline"]) if not _is_restored(root, key, snap, services)]
-    return {"changed": True, "restored": pending, "journal": "/" + JOURNAL}
+    result = {"changed": True, "restored": pending, "journal": "/" + JOURNAL}
+    gone = [key for key in pending if _is_gone(root, key, journal["baseline"][key])]
+    if gone:
+        result["restored"] = [key for key in pending if key not in gone]
+        result["gone"] = [_gone_entry(key, journal["baseline"][key]) for key in gone]
+    return result
+
+
+def _is_gone(root: Root, key: str, snap: Dict[str, Any]) -> bool:
+    """A kernel attribute whose object (device, CPU, IRQ, interface) no longer exists: it cannot be restored, ever
+    (a whole file that is missing is restored by creating it)."""
+    return snap["kind"] == ATTR and not root.exists(key)
+
+
+def _gone_entry(key: str, snap: Dict[str, Any]) -> str:
+    return ("/%s: not restored (original %s): it no longer exists on this node, its device, CPU, IRQ or interface "
+            "is gone" % (key, snap.get("restore")))
+
+
+def _drop_gone(result: Dict[str, Any], journal: Dict[str, Any], gone: List[str]) -> None:
+    """Report the entries whose object is gone and take them out of the journal: revert can finish without them."""
+    result.pop("gone", None)
+    if gone:
+        result["gone"] = [_gone_entry(key, journal["baseline"].pop(key)) for key in gone]
+        result["restored"] = [key for key in result["restored"] if key not in gone]
 
 
 def _clean_leftovers(root: Root) -> Dict[str, Any]:
@@ -692,4 +813,5 @@ def _is_restored(root: Root, key: str, snap: Dict[str, Any], services: Any) -> b
 
 
 __all__ = ["Action", "ApplyError", "JournalError", "LockedError", "NodeLock", "apply", "plan_actions", "revert",
-           "diff_text", "load_journal", "journal_problems", "unconfirmed", "normalize", "effective_records"]
+           "diff_text", "load_journal", "load_own_journal", "node_identity", "journal_problems", "unconfirmed",
+           "normalize", "effective_records"]

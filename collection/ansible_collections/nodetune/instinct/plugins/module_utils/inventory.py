@@ -184,9 +184,10 @@ def _file_area(setting: Setting, areas: Any) -> str:
     return setting.area
 
 
-def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]]) -> List[Setting]:
+def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]], root: Any = None) -> List[Setting]:
     """The files apply writes for nodetune-check: one ``<area>.json`` per area (a ``--tags nvme`` run rewrites only
-    nvme's), ``inventory.json`` where an inventory is declared, and the checker itself."""
+    nvme's), ``inventory.json`` where an inventory is declared, and the checker itself, run by the node's system
+    Python under ``root`` (interpreter.shebang)."""
     by_area: Dict[str, List[Dict[str, Any]]] = {}
     areas = set(s.area for s in settings)
     for setting in settings:
@@ -205,7 +206,7 @@ def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]]) 
                            reason="the declared inventory (%s) nodetune-check compares" % VARIABLE))
     if out:
         out.append(Setting("check.program", "nodetune-check", CHECK_SCRIPT,
-                           node_check.script_text(interpreter.shebang()), kind=FILE,
+                           node_check.script_text(interpreter.shebang(root=root)), kind=FILE,
                            compare="content", area=PERSIST, runtime=False, mode=0o755,
                            reason="the node-local check a scheduler runs (Slurm HealthCheckProgram, NHC)"))
     return out

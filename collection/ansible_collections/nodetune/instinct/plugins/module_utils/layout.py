@@ -618,8 +618,9 @@ def _place_unlocated(model: _Model, units: List[_Unit], warnings: List[str]) -> 
 # IRQ classification
 # ---------------------------------------------------------------------------------------------------------
 
-_COMP_NAME = re.compile(r"^(?:mlx5_comp(\d+)|.+-TxRx-(\d+))(?:@|$)")
-_ASYNC_NAME = re.compile(r"^mlx5_(?:async|ctrl|pages|cmd)\w*(?:@|$)")
+_COMP_NAME = re.compile(r"^(?:mlx5_comp(\d+)|.+-TxRx-(\d+)|virtio\d+-(?:input|output)\.(\d+))(?:@|$)")
+# Never completion vectors (discover_irq._kind): mlx5's event/command vectors, virtio's config-change vector
+_ASYNC_NAME = re.compile(r"^(?:mlx5_(?:async|ctrl|pages|cmd)\w*|virtio\d+-config)(?:@|$)")
 _NVME_QUEUE = re.compile(r"^nvme\d+q([1-9]\d*)$")
 _PCI_IN_NAME = re.compile(r"@pci:([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:@.*)?$")
@@ -656,10 +657,11 @@ def _irq_class(entry: Dict[str, Any], name: str) -> Optional[str]:
     kind = entry.get("kind")
     if entry.get("managed") is True or kind == "nvme_queue" or (name.startswith("nvme") and _NVME_QUEUE.match(name)):
         return "managed"
+    # by name before the kind: a topology saved by an earlier discovery called virtio's config vector nic_comp
+    if kind == "nic_async" or (name.startswith(("mlx5_", "virtio")) and _ASYNC_NAME.match(name)):
+        return "control"
     if kind == "nic_comp" or name.startswith("mlx5_comp") or (kind is None and _COMP_NAME.match(name)):
         return "comp"
-    if kind == "nic_async" or (name.startswith("mlx5_") and _ASYNC_NAME.match(name)):
-        return "control"
     return None
 
 
@@ -1027,10 +1029,8 @@ def _rank_entries(model: _Model, policy: Policy, units: List[_Unit], stays_onlin
         package = node.package if node is not None else None
         netdevs, net_why = _nearest(nearby.netdevs, unit.home, package)
         hcas, hca_why = _nearest(nearby.hcas, unit.home, package)
-        if netdevs:
-            env["NCCL_SOCKET_IFNAME"] = _nccl_list(netdevs)
-        if hcas:
-            env["NCCL_IB_HCA"] = _nccl_list(hcas)
+        # No NCCL_IB_HCA / NCCL_SOCKET_IFNAME per rank: RCCL builds a node's rings from the NICs each rank sees,
+        # so all ranks of a node must see the same ones (nccl_env, node-wide). netdevs/hcas only report the nearest.
         numactl = ["--physcpubind=%s" % cpulist]
         if unit.home is not None:
             numactl.append("--membind=%d" % unit.home)
@@ -1049,7 +1049,7 @@ def _rank_entries(model: _Model, policy: Policy, units: List[_Unit], stays_onlin
                 plural = "" if len(l3) == 1 else "s"
                 reason += "; in %d L3 domain%s of its own where the counts allow" % (len(l3), plural)
         if netdevs or hcas:
-            reason += "; NICs: %s" % (net_why if netdevs else hca_why)
+            reason += "; nearest NICs: %s" % (net_why if netdevs else hca_why)
         entries.append({
             "rank": rank,
             "gpu": unit.bdf,
@@ -1072,7 +1072,7 @@ def _rank_entries(model: _Model, policy: Policy, units: List[_Unit], stays_onlin
 
 
 def _node_nccl_env(nearby: _Nearby) -> Dict[str, str]:
-    """Node-wide NCCL NIC selection (every usable NIC), e.g. for /etc/rccl.conf; the ranks carry the nearest."""
+    """Node-wide NCCL NIC selection (every usable NIC): the one value for every rank of the node."""
     env = {}
     if nearby.netdevs:
         env["NCCL_SOCKET_IFNAME"] = _nccl_list([item[0] for item in nearby.netdevs])

@@ -70,7 +70,7 @@ def layout_policy(areas: Dict[str, Any], policy: Optional[Dict[str, Any]]) -> Di
 
 def load(root_path: str, areas: Dict[str, Any], policy: Optional[Dict[str, Any]] = None,
          run_command: Optional[Callable] = None, persist: bool = True,
-         expected_inventory: Optional[Dict[str, Any]] = None) -> NodeState:
+         expected_inventory: Optional[Dict[str, Any]] = None, persist_boot: bool = True) -> NodeState:
     """Discover, plan and build the desired Settings; raises SettingError/PolicyError on bad input.
     ``expected_inventory``: the declared ``nodetune_inventory_expected`` (raw), for the node-local checker."""
     expected = inventory_mod.validate(expected_inventory)  # refused before discovery, and before any write
@@ -82,7 +82,8 @@ def load(root_path: str, areas: Dict[str, Any], policy: Optional[Dict[str, Any]]
     except layout_mod.LayoutError as exc:
         raise SettingError([str(exc)]) from None
     context = Context(root, topology, layout, services_mod.for_root(root, run_command))
-    settings = desired_settings(context, areas or {}, persist=persist, expected_inventory=expected)
+    settings = desired_settings(context, areas or {}, persist=persist, expected_inventory=expected,
+                                persist_boot=persist_boot)
     return NodeState(root, topology, layout, context, settings)
 
 

@@ -9,10 +9,11 @@ The rank is ``--rank``, else the first of LOCAL_RANK (torchrun), SLURM_LOCALID (
 OMPI_COMM_WORLD_LOCAL_RANK (Open MPI) and MPI_LOCALRANKID (MPICH) that is set. The rank's entry in the rank
 table (``/etc/nodetune/ranks.json``, written by nodetune's rocm_env area from the node's Layout) gives its CPUs
 (the cores of its GPU's NUMA node that no other rank and no NIC IRQ uses), its NUMA node and its environment
-(OMP_NUM_THREADS, the nearest NICs for RCCL, HSA_OVERRIDE_CPU_AFFINITY_DEBUG=0 so that ROCr's helper threads
-stay on those CPUs). The launcher sets the CPU affinity itself (inherited across exec) and removes
-GOMP_CPU_AFFINITY from the command's environment (unless --keep-env names it): libgomp binds the initial thread to
-the first CPU of that list, which would put the whole rank, and everything it forks, on one CPU. It binds memory
+(OMP_NUM_THREADS, HSA_OVERRIDE_CPU_AFFINITY_DEBUG=0 so that ROCr's helper threads stay on those CPUs, and the
+node's NIC lists for RCCL: the same on every rank, and a value the job already set wins). The launcher sets the
+CPU affinity itself (inherited across exec) and removes GOMP_CPU_AFFINITY from the command's environment (unless
+--keep-env names it): libgomp binds the initial thread to the first CPU of that list, which would put the whole
+rank, and everything it forks, on one CPU. It binds memory
 with ``numactl --membind`` where numactl is installed, and execs COMMAND directly: no shell, so
 arguments reach the program exactly as given.
 
@@ -44,6 +45,9 @@ RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "
 # Variables that narrow a rank's CPU set once libgomp loads: its start-up binds the initial thread to the first
 # place (libgomp/config/linux/affinity.c), and GOMP_CPU_AFFINITY makes every place one CPU.
 NARROWING_VARIABLES = ("GOMP_CPU_AFFINITY",)
+# Node-wide defaults, not per-rank values: a value the job set wins (RCCL needs every rank of a node to see the
+# same NICs, and the job may have chosen them on purpose).
+JOB_WINS = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")
 PROG = "nodetune-bind"
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -139,7 +143,7 @@ def plan(ranks: List[Dict[str, Any]], rank: int, source: str, environ: Dict[str,
     env = dict(environ)
     changed = {}
     for name, value in sorted(entry["env"].items()):
-        if name in keep and name in environ:
+        if name in environ and (name in keep or name in JOB_WINS):
             continue
         env[name] = value
         changed[name] = value

@@ -25,7 +25,9 @@ PROTOCOLS = ("LL", "LL128", "Simple")
 GDR_LEVELS = ("LOC", "XGMI", "PIX", "PXB", "PHB", "SYS")
 # NCCL's "old numbering" of path levels (paths.cc levelsOldToNew): what a numeric NCCL_NET_GDR_LEVEL means
 GDR_OLD_NUMBERS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
-DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE")
+# RCCL src/debug.cc (ncclDebugInit, strcasecmp): NONE also silences the fatal-error lines, ABORT sits between INFO
+# and TRACE
+DEBUG_LEVELS = ("NONE", "VERSION", "WARN", "INFO", "ABORT", "TRACE")
 DEBUG_SUBSYSTEMS = ("INIT", "COLL", "P2P", "SHM", "NET", "GRAPH", "TUNING", "ENV", "ALLOC", "CALL", "PROXY",
                     "NVLS", "BOOTSTRAP", "REG", "PROFILE", "RAS", "ALL")
 MAX_SOCKET_THREADS = 16
@@ -66,7 +68,7 @@ class Variable(object):
 
     @property
     def conf_file(self) -> bool:
-        return self.name.startswith(("NCCL_", "RCCL_"))
+        return in_conf_file(self.name)
 
 
 # ------------------------------------------------------------------------------------------------ validators
@@ -162,6 +164,11 @@ def plugin(text: str) -> str:
     if not _PLUGIN.match(text):
         raise Problem("expected a plugin name or library file name (letters, digits and _ . + -)")
     return text
+
+
+def any_text(value: str) -> str:
+    """Free text: only the checks every value gets (one printable line)."""
+    return value
 
 
 def subsystems(text: str) -> str:
@@ -291,6 +298,51 @@ _CATALOGUE = [
     Variable("NCCL_IB_ADDR_FAMILY", "RCCL", choice(("AF_INET", "AF_INET6"), case_sensitive=True),
              "AF_INET or AF_INET6", "address family of the RoCE GID to use", source="NCCL docs "
              "(NCCL_IB_ADDR_FAMILY)"),
+    # issue 24.4: real names that were refused (each read in the RCCL source cited at RCCL_PARAMS / RCCL_TEXT)
+    Variable("NCCL_NET", "RCCL", plugin, "IB, Socket or the name of a loaded network plugin",
+             "which network RCCL uses (case-insensitive name match); unset = the first that works",
+             source="ROCm/rccl src/init.cc envConfigOverride(): ncclGetEnv(\"NCCL_NET\")"),
+    Variable("NCCL_PXN_DISABLE", "RCCL", flag("RCCL"), "0 or 1",
+             "1 = no PXN (sending through another GPU's NIC); RCCL's default is 1", flag=True,
+             source="ROCm/rccl src/graph/paths.cc NCCL_PARAM(PxnDisable, \"PXN_DISABLE\", 1)"),
+    Variable("NCCL_P2P_NET_CHUNKSIZE", "RCCL", integer(1, None, "bytes"), "bytes, a plain decimal integer",
+             "chunk size of point-to-point transfers over the network (default 131072)",
+             source="ROCm/rccl src/init.cc NCCL_PARAM(P2pNetChunkSize, \"P2P_NET_CHUNKSIZE\", 1 << 17)"),
+    Variable("NCCL_DMABUF_ENABLE", "RCCL", flag("RCCL"), "0 or 1",
+             "1 = register GPU memory with the NIC through DMA-BUF (needs kernel CONFIG_DMABUF_MOVE_NOTIFY and "
+             "CONFIG_PCI_P2PDMA); RCCL's default is 0", flag=True,
+             source="ROCm/rccl src/misc/rocmwrap.cc NCCL_PARAM(DmaBufEnable, \"DMABUF_ENABLE\", 0)"),
+    Variable("NCCL_IB_USE_INLINE", "RCCL", flag("RCCL"), "0 or 1", "1 = send small IB messages inline",
+             flag=True, source="ROCm/rccl src/transport/net_ib.cc NCCL_PARAM(IbUseInline, \"IB_USE_INLINE\", 0)"),
+    Variable("NCCL_IB_MERGE_NICS", "RCCL", flag("RCCL"), "0 or 1",
+             "1 = merge the ports of a dual-port NIC into one device (default), 0 = use them separately", flag=True,
+             source="ROCm/rccl src/transport/net_ib.cc NCCL_PARAM(IbMergeNics, \"IB_MERGE_NICS\", 1)"),
+    Variable("NCCL_GRAPH_FILE", "RCCL", path, "absolute path of an XML graph file",
+             "rings/trees RCCL loads instead of searching for them",
+             source="NCCL/RCCL src/graph/search.cc ncclGetEnv(\"NCCL_GRAPH_FILE\") (found by text search)"),
+    Variable("NCCL_HOSTID", "RCCL", any_text, "any text",
+             "host identity RCCL hashes instead of host name + boot id (containers sharing one host)",
+             source="ROCm/rccl src/misc/utils.cc getHostHashOnce(): ncclGetEnv(\"NCCL_HOSTID\")"),
+    Variable("NCCL_NCHANNELS_PER_PEER", "RCCL", integer(1), "positive integer",
+             "channels per peer for point-to-point operations within the node",
+             source="ROCm/rccl src/graph/paths.cc NCCL_PARAM(NChannelsPerPeer, \"NCHANNELS_PER_PEER\", -2)"),
+    Variable("NCCL_COLLNET_ENABLE", "RCCL", flag("RCCL"), "0 or 1",
+             "1 = use CollNet (in-network reduction, e.g. SHARP) where a plugin offers it", flag=True,
+             source="ROCm/rccl src/init.cc initTransportsRank(): ncclGetEnv(\"NCCL_COLLNET_ENABLE\"), compared "
+             "with \"1\""),
+    Variable("NCCL_LAUNCH_MODE", "RCCL", choice(("PARALLEL", "GROUP"), case_sensitive=False), "PARALLEL|GROUP",
+             "how the ranks of one process launch their kernels (default PARALLEL)",
+             source="ROCm/rccl src/init.cc initTransportsRank(): ncclGetEnv(\"NCCL_LAUNCH_MODE\")"),
+    Variable("NCCL_CONF_FILE", "RCCL", path, "absolute path",
+             "a KEY=VALUE file RCCL reads instead of ~/.rccl.conf (/etc/rccl.conf is still read); RCCL takes it "
+             "from the environment only", source="ROCm/rccl src/misc/param.cc initEnvFunc(): getenv("
+             "\"NCCL_CONF_FILE\")"),
+    Variable("RCCL_MSCCLPP_ENABLE", "RCCL", flag("RCCL"), "0 or 1",
+             "1 = MSCCL++ for the collectives it supports (RCCL built with ENABLE_MSCCLPP; gfx942/gfx950)",
+             flag=True, source="ROCm/rccl src/init.cc RCCL_PARAM(MscclppEnabled, \"MSCCLPP_ENABLE\", 0)"),
+    Variable("RCCL_LOG_LEVEL", "RCCL", integer(0), "non-negative integer (default 1)",
+             "RCCL logging verbosity; higher is more detailed",
+             source="ROCm/rccl docs/api-reference/env-variables.rst (not found in the source files read)"),
     Variable("RCCL_LL128_FORCE_ENABLE", "RCCL", flag("RCCL"), "0 or 1", "1 = use LL128 also on topologies that "
              "are not on RCCL's list (measure first)", flag=True),
     Variable("RCCL_MSCCL_ENABLE", "RCCL", flag("RCCL"), "0 or 1", "MSCCL algorithms on/off (removed in the "
@@ -363,6 +415,74 @@ _CATALOGUE = [
 ]
 VARIABLES = dict((v.name, v) for v in _CATALOGUE)
 
+# ------------------------------------------------------------------------------------------------ RCCL's own names
+# Every NCCL_*/RCCL_* name RCCL reads, as its source declares it, so that a real name is never refused because the
+# curated table above has no row for it. Repository ROCm/rccl, each file at the commit given (the stored copy of
+# each file is the one of its own last change, so there is no single commit for all). NCCL_PARAM(Name, "SUFFIX", d)
+# reads NCCL_<SUFFIX> and RCCL_PARAM reads RCCL_<SUFFIX>, both as integers (strtoll, base 0: "4M" is 4); the
+# ncclGetEnv()/getenv() names are read as text. Only the files listed were read (src/transport/net_ib.cc: its
+# first 16000 characters, where the IB parameters are declared); nothing here says since which release a name
+# exists: the files were read at one commit each.
+RCCL_PARAMS = {
+    "src/init.cc@7383f10d9031167141137837c9f1b4dc7ea82e64": (
+        "NCCL_GROUP_CUDA_STREAM", "NCCL_CHECK_POINTERS", "NCCL_COMM_BLOCKING", "NCCL_RUNTIME_CONNECT",
+        "NCCL_GDRCOPY_ENABLE", "NCCL_AGG_CHANNEL_SIZE", "NCCL_GRAPH_HELPER_DISABLE", "NCCL_GDRCOPY_FIFO_ENABLE",
+        "NCCL_WORK_FIFO_BYTES", "NCCL_WORK_ARGS_BYTES", "NCCL_MNNVL_UUID", "NCCL_MNNVL_CLIQUE_ID", "NCCL_BUFFSIZE",
+        "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE", "NCCL_P2P_NET_CHUNKSIZE", "NCCL_P2P_PCI_CHUNKSIZE",
+        "NCCL_P2P_NVL_CHUNKSIZE", "NCCL_GRAPH_DUMP_FILE_RANK", "NCCL_COLLNET_NODE_THRESHOLD", "NCCL_NVB_PRECONNECT",
+        "NCCL_ALLOC_P2P_NET_LL_BUFFERS", "NCCL_MNNVL_ENABLE", "NCCL_SET_STACK_SIZE", "NCCL_CGA_CLUSTER_SIZE",
+        "NCCL_MAX_CTAS", "NCCL_MIN_CTAS", "NCCL_COMM_SPLIT_SHARE_RESOURCES",
+        "RCCL_MSCCLPP_THRESHOLD", "RCCL_MSCCLPP_ENABLE", "RCCL_MSCCLPP_FORCE_ENABLE", "RCCL_GFX942_CHEAP_FENCE_OFF",
+        "RCCL_ENABLE_PROXY_TRACE", "RCCL_KERNEL_COLL_TRACE_ENABLE", "RCCL_KERNEL_COLL_TRACE_THREAD_ENABLE",
+        "RCCL_P2P_NET_DISABLE", "RCCL_PIVOT_ALLTOALL_ENABLE", "RCCL_LL128_FORCE_ENABLE", "RCCL_INJECT_FAULTS",
+        "RCCL_STACK_SIZE_OVERRIDE"),
+    "src/debug.cc@02a066c0707362771e08e51e8b5d5f00ee67ff47": ("NCCL_SET_THREAD_NAME",),
+    "src/misc/rocmwrap.cc@cdd66a41300bb6eff59ae81bad7589d6f592e60f": ("NCCL_DMABUF_ENABLE",),
+    "src/plugin/net.cc@0123763ff393130691e37d741def03d2eb3e35ec": ("NCCL_NET_PLUGIN_REF_COUNT",),
+    "src/graph/paths.cc@ee2d4e4205760aab66da0dc941993b7b2d3fa29b": (
+        "NCCL_NVB_DISABLE", "NCCL_IGNORE_DISABLED_P2P", "NCCL_NET_GDR_READ", "NCCL_NET_GDR_C2C",
+        "NCCL_NET_FORCE_FLUSH", "NCCL_NET_DISABLE_INTRA", "NCCL_PXN_DISABLE", "RCCL_ENABLE_INTRANET",
+        "NCCL_NCHANNELS_PER_NET_PEER", "NCCL_NCHANNELS_PER_PEER", "NCCL_MIN_P2P_NCHANNELS",
+        "NCCL_MAX_P2P_NCHANNELS"),
+    "src/transport/net_ib.cc@29e8452adea8a3c54106479446460caeaffdd20a": (
+        "NCCL_IB_GID_INDEX", "NCCL_IB_ROUTABLE_FLID_GID_INDEX", "NCCL_IB_ROCE_VERSION_NUM", "NCCL_IB_TIMEOUT",
+        "NCCL_IB_RETRY_CNT", "NCCL_IB_PKEY", "NCCL_IB_USE_INLINE", "NCCL_IB_SL", "NCCL_IB_TC", "NCCL_IB_AR_THRESHOLD",
+        "NCCL_IB_PCI_RELAXED_ORDERING", "NCCL_IB_ADAPTIVE_ROUTING", "NCCL_IB_FIFO_TC", "NCCL_IB_RETURN_ASYNC_EVENTS",
+        "NCCL_IB_ECE_ENABLE", "NCCL_IB_DISABLE", "NCCL_IB_MERGE_VFS", "NCCL_IB_MERGE_NICS"),
+}
+RCCL_TEXT = {
+    "src/init.cc@7383f10d9031167141137837c9f1b4dc7ea82e64": (
+        "NCCL_TOPO_DUMP_FILE", "NCCL_COLLNET_ENABLE", "NCCL_LAUNCH_MODE", "NCCL_NET", "NCCL_COMM_ID"),
+    "src/debug.cc@02a066c0707362771e08e51e8b5d5f00ee67ff47": (
+        "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_WARN_ENABLE_DEBUG_INFO", "NCCL_DEBUG_TIMESTAMP_LEVELS",
+        "NCCL_DEBUG_TIMESTAMP_FORMAT", "NCCL_DEBUG_FILE"),
+    "src/misc/param.cc@fde532595a97110d8b2fd78dabc6afd3a72b685f": ("NCCL_CONF_FILE",),
+    "src/misc/rocmwrap.cc@cdd66a41300bb6eff59ae81bad7589d6f592e60f": ("RCCL_ROCR_PATH",),
+    "src/misc/utils.cc@2a59f8dddd0027be4c12f5a198f9bded30afd639": ("NCCL_HOSTID",),
+    "src/plugin/net.cc@0123763ff393130691e37d741def03d2eb3e35ec": ("NCCL_NET_PLUGIN",),
+    "src/graph/paths.cc@ee2d4e4205760aab66da0dc941993b7b2d3fa29b": (
+        "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_NET_GDR_LEVEL"),
+    "src/transport/net_ib.cc@29e8452adea8a3c54106479446460caeaffdd20a": ("NCCL_IB_ADDR_FAMILY", "NCCL_IB_ADDR_RANGE"),
+    # RCCL's own reference page, not source: documented names the files above do not declare
+    "docs/api-reference/env-variables.rst@0e49824e68983d37660c322893a09aebd4c45b3e": (
+        "RCCL_LOG_LEVEL", "NCCL_NET_MERGE_LEVEL", "NCCL_NET_FORCE_MERGE", "NCCL_RINGS", "RCCL_TREES",
+        "NCCL_RINGS_REMAP"),
+}
+RCCL_INTEGER_NAMES = frozenset(name for names in RCCL_PARAMS.values() for name in names)
+RCCL_NAMES = RCCL_INTEGER_NAMES | frozenset(name for names in RCCL_TEXT.values() for name in names)
+# Read before /etc/rccl.conf is: it only works in the environment
+ENVIRONMENT_ONLY = ("NCCL_CONF_FILE",)
+
+
+def is_known(name: str) -> bool:
+    """A name some component really reads: in the curated table or declared in RCCL's source."""
+    return name in VARIABLES or name in RCCL_NAMES
+
+
+def in_conf_file(name: str) -> bool:
+    """Whether RCCL also takes ``name`` from /etc/rccl.conf (its own names, read after the file is loaded)."""
+    return name.startswith(("NCCL_", "RCCL_")) and name not in ENVIRONMENT_ONLY
+
 # ------------------------------------------------------------------------------------------------ wrong names
 TIMEOUT_IN_CODE = ("the collective timeout is set in code: init_process_group(timeout=timedelta(...)); "
                    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC and TORCH_NCCL_ASYNC_ERROR_HANDLING are the related variables")
@@ -431,7 +551,9 @@ def unknown_name_message(name: str) -> str:
 def _close_names(name: str) -> List[str]:
     import difflib  # only on this error path
 
-    return difflib.get_close_matches(name, sorted(VARIABLES), n=2, cutoff=0.8)
+    # the curated names first: a typo of NCCL_BUFFSIZE should not also suggest NCCL_LL_BUFFSIZE
+    return (difflib.get_close_matches(name, sorted(VARIABLES), n=2, cutoff=0.8)
+            or difflib.get_close_matches(name, sorted(RCCL_NAMES), n=2, cutoff=0.8))
 
 
 # ------------------------------------------------------------------------------------------------ values
@@ -468,7 +590,11 @@ def check_value(name: str, value: object) -> str:
     variable = VARIABLES.get(name)
     text = as_text(value, variable)
     check_text(text)
-    return variable.check(text) if variable is not None else text
+    if variable is not None:
+        return variable.check(text)
+    if name in RCCL_INTEGER_NAMES:  # NCCL_PARAM/RCCL_PARAM: RCCL reads it with strtoll
+        return integer()(text)
+    return text
 
 
 def value_hint(name: str, text: str) -> Optional[str]:
@@ -549,6 +675,7 @@ PROFILES = dict((p.name, p) for p in (
 ))
 
 
-__all__ = ["VARIABLES", "WRONG_NAMES", "NO_EFFECT_WHY", "PER_RANK", "PROFILES", "Problem", "Variable",
+__all__ = ["VARIABLES", "RCCL_NAMES", "RCCL_PARAMS", "RCCL_TEXT", "is_known", "in_conf_file",
+           "WRONG_NAMES", "NO_EFFECT_WHY", "PER_RANK", "PROFILES", "Problem", "Variable",
            "check_value", "value_hint", "combination_problems", "wrong_name_message", "unknown_name_message",
            "uses_ll128"]

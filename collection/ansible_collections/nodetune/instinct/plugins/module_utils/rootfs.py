@@ -133,12 +133,17 @@ def _classify(exc: OSError, rel: str, action: str, value: Optional[str] = None) 
             "only observed" % (what, os.strerror(code or 0)), rel, code)
     if code == errno.ENOENT:
         return NotFoundError("%s failed: no such file on this node" % what, rel, code)
+    if code in (errno.ENOSPC, errno.EDQUOT) and not rel.startswith(("sys/", "proc/")):
+        # a whole file (the journal, /etc): the file system is full, no kernel judged a value
+        return NodeFileError("%s failed: the file system is full (%s)" % (what, os.strerror(code)), rel, code)
     if code in (errno.EINVAL, errno.ERANGE, errno.ENOSPC, errno.EOVERFLOW):
         return InvalidValueError("%s failed: the kernel rejected the value (%s)" % (what, os.strerror(code)),
                                  rel, code)
     if code == errno.EBUSY:
         return BusyError("%s failed: the setting is busy or locked by another setting (%s)"
                          % (what, os.strerror(code)), rel, code)
+    if code in (errno.EACCES, errno.EPERM) and action == "reading":
+        return NodeFileError("%s failed: not readable (%s)" % (what, os.strerror(code)), rel, code)
     if code in (errno.EROFS, errno.EACCES, errno.EPERM):
         return ReadOnlyError("%s failed: read-only (%s)" % (what, os.strerror(code)), rel, code)
     return NodeFileError("%s failed: %s" % (what, os.strerror(code or 0) if code else exc), rel, code)
@@ -523,10 +528,10 @@ class Root(object):
     def read_strict(self, rel: str) -> str:
         """Text of a file; raises a typed :class:`NodeFileError` when it cannot be read."""
         try:
-            with open(self.real(rel), "r", encoding="utf-8", errors="replace") as handle:
-                return handle.read().strip()
+            data = self._read_bytes(rel)  # the same open as read(): where read() gave None, this says why
         except OSError as exc:
             raise _classify(exc, rel.lstrip("/"), "reading") from None
+        return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n").strip()
 
     def read_int(self, rel: str, default: Optional[int] = None) -> Optional[int]:
         text = self.read(rel)

@@ -35,9 +35,10 @@ AREAS = tuple(entry[0] for entry in BUILDERS)
 
 
 def desired_settings(ctx: Context, areas: Dict[str, Any], persist: bool = True,
-                     expected_inventory: Optional[Dict[str, Any]] = None) -> List[Setting]:
+                     expected_inventory: Optional[Dict[str, Any]] = None, persist_boot: bool = True) -> List[Setting]:
     """All Settings for the enabled ``areas`` ({area: {variable: value}}); raises SettingError on bad input.
-    ``expected_inventory`` (validated, inventory.validate) goes to the node-local checker's files."""
+    ``expected_inventory`` (validated, inventory.validate) goes to the node-local checker's files;
+    ``persist_boot`` (nodetune_persist_boot) false leaves out the boot-time restore."""
     if not isinstance(areas, dict):
         raise SettingError(["areas must be a mapping of area name to its variables, got %r" % (areas,)])
     for name in sorted(areas):
@@ -55,8 +56,8 @@ def desired_settings(ctx: Context, areas: Dict[str, Any], persist: bool = True,
             continue
         settings.extend(builder(ctx, config))
     if persist and not ctx.errors:
-        settings.extend(area_persist.build(ctx, settings, {}))
-        settings.extend(inventory.check_settings(settings, expected_inventory))
+        settings.extend(area_persist.build(ctx, settings, {"boot": persist_boot}))
+        settings.extend(inventory.check_settings(settings, expected_inventory, ctx.root))
     if ctx.errors:
         raise SettingError(ctx.errors)
     check_shape(settings)

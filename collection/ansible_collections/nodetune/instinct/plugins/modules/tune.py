@@ -51,6 +51,14 @@ options:
       - A mapping (or a JSON object as text); a C(key=value) string such as C(housekeeping=1) is refused.
     type: raw
     default: {}
+  persist_boot:
+    description:
+      - >-
+        Re-apply the runtime settings a reboot resets at boot (the C(nodetune-restore.service) unit, its program and
+        its list of settings); V(false) where nothing boots the node with systemd. The role variable
+        C(nodetune_persist_boot).
+    type: bool
+    default: true
   state:
     description:
       - V(present) applies the Settings; V(reverted) restores the journal baseline byte-exact and removes the files
@@ -185,10 +193,21 @@ unconfirmed:
   elements: dict
   returned: when changed and not in check mode
 restored:
-  description: Journal entries restored (state=reverted).
+  description:
+    - Journal entries restored (state=reverted).
+    - When some entries could not be restored, the module fails naming each of them, after trying every entry, and
+      this lists the ones it did restore.
   type: list
   elements: str
   returned: state=reverted
+gone:
+  description:
+    - Journal entries revert could not restore because their object (a device, CPU, IRQ or network interface) no
+      longer exists on the node, each with its path and original value; they are dropped from the journal, and each
+      is also a warning.
+  type: list
+  elements: str
+  returned: state=reverted, when there are any
 notes:
   description: Informational lines, e.g. areas not applicable on this node.
   type: list
@@ -269,7 +288,7 @@ def audit_after_apply(module, params, state, result, waivers, run_command):
     read."""
     areas, bios = audit_scope(params)
     if (result.get("changed") and not module.check_mode) or areas != params["areas"]:
-        state = load(params["root"], areas, params["policy"], run_command,
+        state = load(params["root"], areas, params["policy"], run_command, persist_boot=params["persist_boot"],
                      expected_inventory=expected_inventory(params))
     options = params["verify"]
     return audit_mod.audit(state, areas, bios, options["health"], waivers,
@@ -285,6 +304,7 @@ def main():
             areas=dict(type="dict", default={}),
             policy=dict(type="raw", default={}),
             state=dict(type="str", choices=["present", "reverted"], default="present"),
+            persist_boot=dict(type="bool", default=True),
             return_layout=dict(type="bool", default=False),
             lock_timeout=dict(type="int", default=30),
             bios=dict(type="dict", default={}),
@@ -309,9 +329,15 @@ def main():
         if params["state"] == "reverted":
             root = Root(params["root"])
             root.check_node()
-            result = engine.revert(root, check_mode=module.check_mode,
-                                   services=services_mod.for_root(root, run_command),
-                                   lock_timeout=params["lock_timeout"])
+            try:
+                result = engine.revert(root, check_mode=module.check_mode,
+                                       services=services_mod.for_root(root, run_command),
+                                       lock_timeout=params["lock_timeout"])
+            except engine.ApplyError as exc:  # every entry was tried: say which ones were put back
+                module.fail_json(msg=str(exc), restored=exc.rolled_back, rollback_errors=exc.rollback_errors,
+                                 gone=exc.gone)
+            for entry in result.get("gone", []):
+                module.warn(entry)
             module.exit_json(**result)
         audit_options = params["verify"]
         waivers = None
@@ -321,7 +347,7 @@ def main():
         # would tune it to a half-reverted picture. Check mode writes nothing and takes no lock.
         with nullcontext() if module.check_mode else engine.NodeLock(Root(params["root"]), params["lock_timeout"]):
             state = load(params["root"], params["areas"], params["policy"], run_command,
-                         expected_inventory=expected_inventory(params))
+                         persist_boot=params["persist_boot"], expected_inventory=expected_inventory(params))
             bios_drift = check_bios(module, state, params["bios"])
             result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services,
                                   lock_held=not module.check_mode)

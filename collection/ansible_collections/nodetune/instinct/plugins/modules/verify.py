@@ -44,6 +44,10 @@ options:
     description: Layout planner policy, as for M(nodetune.instinct.tune).
     type: raw
     default: {}
+  persist_boot:
+    description: Whether the boot-time restore is expected on the node, as for M(nodetune.instinct.tune).
+    type: bool
+    default: true
   bios:
     description:
       - >-
@@ -222,6 +226,7 @@ def main():
             root=dict(type="path", default="/"),
             areas=dict(type="dict", default={}),
             policy=dict(type="raw", default={}),
+            persist_boot=dict(type="bool", default=True),
             bios=dict(type="dict", default={}),
             health=dict(type="dict", default={}),
             waivers=dict(type="list", elements="dict", default=[]),
@@ -243,7 +248,8 @@ def main():
     try:
         waivers = audit_mod.prepare(params["bios"], params["health"], params["waivers"], params["waivers_file"])
         state = load(params["root"], params["areas"], params["policy"], run_command,
-                     expected_inventory=params["health"].get("nodetune_inventory_expected"))
+                     expected_inventory=params["health"].get("nodetune_inventory_expected"),
+                     persist_boot=params["persist_boot"])
         result = audit_mod.audit(state, params["areas"], params["bios"], params["health"], waivers,
                                  node_name=params["node_name"], textfile_path=params["textfile_path"],
                                  check_mode=module.check_mode, warn=module.warn,

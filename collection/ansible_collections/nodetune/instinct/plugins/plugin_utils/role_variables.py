@@ -19,8 +19,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ipaddress
 import os
 import re
+import socket
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -37,7 +43,7 @@ except ImportError:  # ansible-core < 2.19: every template is trusted
 
 ALL_TAGS = ("all", "apply")
 VERIFY_TAGS = ("all", "apply", "verify")  # the tags that select every area for an audit
-LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
+RESOLVE_TIMEOUT = 2.0  # seconds for one name lookup: a name that does not resolve in time is not this machine
 
 # The verify role's own variables the tune action takes for ``verify: true``.
 VERIFY_ROLE = "verify"
@@ -79,17 +85,91 @@ def refused_tags(result, errors):
 
 
 def controller_refusal(task_vars, root, transport, check_mode, allowed):
-    """Why a writing run must not go ahead on the controller's own ``/`` (None when it may)."""
-    if check_mode or allowed:
+    """Why a writing run must not go ahead on the controller's own ``/`` (None when it may): a local connection,
+    or a host name or ``ansible_host`` that is this machine (see :func:`is_controller`)."""
+    if check_mode or allowed or os.path.realpath(str(root or "/")) != "/":
         return None
     host = task_vars.get("inventory_hostname")
-    local = transport == "local" or str(task_vars.get("ansible_connection") or "") == "local" \
-        or host in LOCAL_NAMES or str(task_vars.get("ansible_host") or "") in LOCAL_NAMES
-    if not local or os.path.realpath(str(root or "/")) != "/":
+    connection = str(task_vars.get("ansible_connection") or "").rsplit(".", maxsplit=1)[-1]  # ansible.builtin.local
+    if transport == "local" or connection == "local":
+        how = "local connection"
+    else:
+        name = next((n for n in (task_vars.get("ansible_host"), host) if is_controller(n)), None)
+        if name is None:
+            return None
+        how = "%s is this machine" % name
+    return ("nodetune_root=%r on %s is the root of the machine Ansible runs on (%s): tuning the controller itself "
+            "is refused unless %s: true is set; point nodetune_root at the node's tree, or use check mode (--check), "
+            "which needs no opt-in" % (str(root or "/"), host, how, areas.CONTROLLER_OPT_IN))
+
+
+def is_controller(name: object) -> bool:
+    """Whether a host name or address reaches the machine Ansible runs on: ``localhost`` in any case (and
+    ``*.localhost``), this machine's own names, and any name or address that is (or resolves to) a loopback,
+    unspecified or IPv4-mapped loopback address, or one of this machine's own addresses. A name that does not
+    resolve within :data:`RESOLVE_TIMEOUT` is not taken as this machine (Ansible cannot reach it by that name)."""
+    text = str(name or "").strip().rstrip(".").lower()
+    if not text:
+        return False
+    if text == "localhost" or text.endswith(".localhost"):
+        return True
+    own_names = {socket.gethostname().lower(), str(_bounded(socket.getfqdn, "")).lower()} - {""}
+    if text in own_names:
+        return True
+    found = _resolve(text)
+    if any(address.is_loopback or address.is_unspecified for address in found):
+        return True  # 0.0.0.0 and :: reach this machine too
+    own = _interface_addresses().union(*(_resolve(own_name) for own_name in own_names))
+    return bool(found & own)
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``text`` writes (an IPv4-mapped IPv6 address as its IPv4 one), None for a name."""
+    try:
+        address = ipaddress.ip_address(text.split("%", 1)[0])  # fe80::1%eth0: the scope is no part of it
+    except ValueError:
         return None
-    return ("nodetune_root=%r on %s is the root of the machine Ansible runs on (local connection): tuning the "
-            "controller itself is refused unless %s: true is set; point nodetune_root at the node's tree, or use "
-            "check mode (--check), which needs no opt-in" % (str(root or "/"), host, areas.CONTROLLER_OPT_IN))
+    return getattr(address, "ipv4_mapped", None) or address
+
+
+def _bounded(function: Callable[[], Any], default: Any) -> Any:
+    """``function()``, or ``default`` when it fails or outlasts :data:`RESOLVE_TIMEOUT` (a name lookup can hang on
+    an unreachable DNS server; the thread is left to end on its own)."""
+    out = [default]
+
+    def call():
+        with suppress(Exception):
+            out[0] = function()
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(RESOLVE_TIMEOUT)
+    return default if worker.is_alive() else out[0]
+
+
+def _resolve(name: str) -> set:
+    literal = _address(name)
+    if literal is not None:
+        return {literal}
+    infos = _bounded(lambda: socket.getaddrinfo(name, None), [])
+    return {address for address in (_address(str(info[4][0])) for info in infos) if address is not None}
+
+
+def _interface_addresses() -> set:
+    """This machine's own addresses, as the kernel lists them (Linux; none elsewhere)."""
+    found = set()
+    with suppress(OSError), open("/proc/net/fib_trie") as handle:
+        last = None
+        for line in handle:  # "|-- 10.0.0.5" then "/32 host LOCAL" for an address of this machine
+            words = line.split()
+            if words[:1] == ["|--"]:
+                last = words[1]
+            elif "LOCAL" in words and last:
+                found.add(_address(last))
+    with suppress(OSError, ValueError), open("/proc/net/if_inet6") as handle:
+        for line in handle:
+            found.add(ipaddress.IPv6Address(int(line.split()[0], 16)))
+    return found - {None}
 
 
 def role_name(task):

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The boot-time restore on a simulated node: what ``nodetune-restore.service`` does when systemd starts it.
 
-On a real node the unit runs the rendered stdlib script (area_persist.RESTORE_SCRIPT), whose plain writes get
+On a real node the unit runs the rendered stdlib script (area_persist.RESTORE_PROGRAM), whose plain writes get
 their side effects from the kernel. A simulated node has no kernel, so the same state file is replayed through
 :class:`~rootfs.Root`, whose writes the simulated kernel (simkernel.py) answers like the real one. The script
 itself is tested separately on a plain tree.

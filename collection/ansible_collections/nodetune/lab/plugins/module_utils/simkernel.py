@@ -7,8 +7,10 @@ A simulated node (a tree built by simnode.py) is plain files, so a write would o
 sysfs/procfs answer writes with side effects and refusals that nodetune must handle: choice files re-render the
 bracket, changing the I/O scheduler resets ``nr_requests``, ``vm.dirty_ratio`` zeroes ``vm.dirty_bytes``,
 ``smt/control=off`` offlines siblings, EPP is locked (EBUSY) under the ``performance`` governor in amd-pstate active
-mode, out-of-range values fail with EINVAL. Emulating them here keeps the simulated nodes honest: a test that passes
-on them exercises the same ordering and error paths as a real node.
+mode, out-of-range values fail with EINVAL, ``fs.pipe-max-size`` and ``kernel.sched_rr_timeslice_ms`` are stored
+otherwise than written, and without interrupt remapping an IRQ's new affinity takes effect at its next interrupt
+(:func:`fire`). Emulating them here keeps the simulated nodes honest: a test that passes on them exercises the same
+ordering and error paths as a real node.
 Only :class:`~rootfs.Root` calls :func:`write`, and only for a root given this backend explicitly
 (``Root(path, backend=BACKEND)``, or :func:`install` in the lab's modules): nothing on the node selects it.
 
@@ -245,7 +247,7 @@ def write(root, rel: str, value: str) -> None:
             if match and match.group(2) == "scheduler" and value != active:
                 _reset_nr_requests(root, match.group(1), value)
             return
-    for handler in (_cpu_online, _smt_control, _irq, _queue, _epp, _governor, _mtu, _dirty):
+    for handler in (_cpu_online, _smt_control, _irq, _queue, _epp, _governor, _mtu, _dirty, _stored_sysctl):
         if handler(root, rel, value):
             return
     _put(root, rel, value + "\n")
@@ -342,16 +344,60 @@ def _irq(root, rel: str, value: str) -> bool:
     usable = [c for c in cpus if c in online]
     if not usable:
         raise _err(errno.EINVAL, "affinity %r has no online CPU" % value)
-    nr_cpu_ids = max(parse_cpulist(_read(root, _CPU_DIR + "/possible") or "") or cpus) + 1
+    nr_cpu_ids = _nr_cpu_ids(root, cpus)
     base = "proc/irq/%d/" % irq
     files = [(base + "smp_affinity_list", format_cpulist(cpus) + "\n"),
              (base + "smp_affinity", kernel_cpumask(cpus, nr_cpu_ids) + "\n")]
-    if _exists(root, base + "effective_affinity_list"):
-        files.append((base + "effective_affinity_list", "%d\n" % effective_cpu(irq, usable)))
-    if _exists(root, base + "effective_affinity"):
-        files.append((base + "effective_affinity", kernel_cpumask([effective_cpu(irq, usable)], nr_cpu_ids) + "\n"))
+    if _remapped(root):
+        files += _effective_files(root, irq, effective_cpu(irq, usable), nr_cpu_ids)
+    # else the move waits for the IRQ's next interrupt (fire): kernel/irq/manage.c, irq_set_affinity_locked(), keeps
+    # the mask pending (irqd_set_move_pending, desc->pending_mask) where the IRQ cannot move in process context, as
+    # x86 MSI/IO-APIC vectors without interrupt remapping; kernel/irq/proc.c, show_irq_affinity(), prints the pending
+    # mask in smp_affinity(_list), while effective_affinity(_list) keeps the old CPU until then.
     _put_all(root, files)
     return True
+
+
+def fire(root: Root, irq: int) -> bool:
+    """IRQ ``irq`` fires: a move pending since an affinity write takes effect, as the kernel does while handling
+    the interrupt (kernel/irq/migration.c, irq_move_masked_irq(), from the x86 ack path). An IRQ that never fires
+    never moves. Returns whether its effective CPU changed. The lab's stand-in for device traffic."""
+    base = "proc/irq/%d/" % irq
+    try:
+        cpus = parse_cpulist(_read(root, base + "smp_affinity_list") or "")
+        current = parse_cpulist(_read(root, base + "effective_affinity_list") or "")
+    except ParseError:
+        return False
+    online = set(_online_set(root))
+    usable = [c for c in cpus if c in online]
+    if not usable or set(current) <= set(usable):
+        return False
+    _put_all(root, _effective_files(root, irq, effective_cpu(irq, usable), _nr_cpu_ids(root, cpus)))
+    return True
+
+
+def _nr_cpu_ids(root, cpus: List[int]) -> int:
+    return max(parse_cpulist(_read(root, _CPU_DIR + "/possible") or "") or cpus) + 1
+
+
+def _effective_files(root, irq: int, cpu: Optional[int], nr_cpu_ids: int) -> List[Tuple[str, str]]:
+    base = "proc/irq/%d/" % irq
+    files = []
+    if cpu is not None and _exists(root, base + "effective_affinity_list"):
+        files.append((base + "effective_affinity_list", "%d\n" % cpu))
+    if cpu is not None and _exists(root, base + "effective_affinity"):
+        files.append((base + "effective_affinity", kernel_cpumask([cpu], nr_cpu_ids) + "\n"))
+    return files
+
+
+def _remapped(root) -> bool:
+    """Interrupt remapping (the spec's ``iommu``, on by default; simnode's ``IR-`` chips): an IRQ moves as soon as
+    its affinity is written. A tree without the marker (hand-made in a test) moves at once too."""
+    try:
+        spec = json.loads(_read(root, MARKER) or "{}").get("spec") or {}
+    except (ValueError, AttributeError):
+        return True
+    return spec.get("iommu", True) is not False
 
 
 # ------------------------------------------------------------------------------------------ block queues
@@ -480,4 +526,32 @@ def _dirty(root, rel: str, value: str) -> bool:
     if number != 0 and _exists(root, other):
         files.append((other, "0\n"))
     _put_all(root, files)
+    return True
+
+
+# ------------------------------------------------------------------------------------------ sysctls stored otherwise
+PIPE_MAX_SIZE = "proc/sys/fs/pipe-max-size"
+RR_TIMESLICE = "proc/sys/kernel/sched_rr_timeslice_ms"
+PAGE_SIZE = 4096
+
+
+def _stored_sysctl(root, rel: str, value: str) -> bool:
+    """Sysctls whose handler stores another value than the one written (seen on kernel 6.18: pipe-max-size
+    1000000 -> 1048576, 0 -> 4096; sched_rr_timeslice_ms 0 -> 100, -1 -> 100)."""
+    if rel not in (PIPE_MAX_SIZE, RR_TIMESLICE):
+        return False
+    try:
+        number = int(value)
+    except ValueError:
+        raise _err(errno.EINVAL, "%s takes an integer" % rel) from None
+    if rel == PIPE_MAX_SIZE:
+        # fs/pipe.c, do_proc_dopipe_max_size_conv() -> round_pipe_size(): above 2^31 EINVAL, below a page one page,
+        # else rounded up to a power of two
+        if number < 0 or number > 2 ** 31:
+            raise _err(errno.EINVAL, "pipe-max-size %d is out of range" % number)
+        stored = PAGE_SIZE if number < PAGE_SIZE else 1 << (number - 1).bit_length()
+    else:
+        # kernel/sched/rt.c, sched_rr_handler(): 0 or less resets to RR_TIMESLICE (100 ms), shown in ms
+        stored = 100 if number <= 0 else number
+    _put(root, rel, "%d\n" % stored)
     return True

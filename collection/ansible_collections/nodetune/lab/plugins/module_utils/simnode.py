@@ -97,7 +97,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
 
 MARKER = ".nodetune-simnode.json"
 GENERATOR = "nodetune.simnode"
-GENERATOR_VERSION = 2  # bump whenever the trees change shape: present-state rebuilds older trees
+GENERATOR_VERSION = 3  # bump whenever the trees change shape: present-state rebuilds older trees
 RUNTIME_DIRS = ("sys", "proc", "run")
 PERSISTENT_DIRS = ("etc", "usr", "var")
 
@@ -220,6 +220,8 @@ SYSCTL_DEFAULTS: Dict[str, str] = {
     "net.ipv4.neigh.default.gc_thresh1": "128",
     "net.ipv4.neigh.default.gc_thresh2": "512",
     "net.ipv4.neigh.default.gc_thresh3": "1024",
+    "fs.pipe-max-size": "1048576",  # stored rounded up to a power of two pages (simkernel)
+    "kernel.sched_rr_timeslice_ms": "100",  # 0 resets it to this default (simkernel)
 }
 _SYSCTL_VECTORS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
 
@@ -2150,6 +2152,9 @@ def _emit_misc_sys(tree: _Tree, m: _Machine) -> None:
     tree.f(dmi + "/board_vendor", spec["platform"]["vendor"])
     tree.f(dmi + "/bios_vendor", "American Megatrends International, LLC.")
     tree.f(dmi + "/bios_version", "2.7")
+    # the board's UUID, readable by root only as on a real node: from the host name, so two nodes differ
+    uuid = "%016x%016x" % (_stable(spec["hostname"] + "/product_uuid", 64), _stable(spec["hostname"] + "/uuid", 64))
+    tree.f(dmi + "/product_uuid", "-".join((uuid[:8], uuid[8:12], uuid[12:16], uuid[16:20], uuid[20:])), 0o400)
     tree.link("sys/class/dmi/id", dmi)
 
 
@@ -2220,6 +2225,9 @@ def _persistent_files(spec: Dict[str, Any]) -> _Tree:
            % (osd["pretty_name"].split(" ")[0], osd["pretty_name"], os_id, "debian" if family == "Debian" else "fedora",
               version.group(1) if version else ""), 0o644)
     tree.f("etc/hostname", spec["hostname"], 0o644)
+    # systemd's machine id, from the host name: two simulated nodes are two machines (the journal is bound to it)
+    tree.f("etc/machine-id", "%016x%016x" % (_stable(spec["hostname"] + "/machine-id", 64),
+                                             _stable(spec["hostname"] + "/machine-id/2", 64)), 0o444)
     # RDMA may lock all memory (health.memlock): the healthy default of an HPC image
     memlock = spec["faults"]["memlock"]
     tree.f("etc/security/limits.d/90-memlock.conf", "* soft memlock %s\n* hard memlock %s\n" % (memlock, memlock),
