@@ -12,7 +12,7 @@ an inventory that needs other templates is a file, passed by its path.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 #: The interpreter of local hosts: the Python that runs ansible-playbook. The only template the API passes on.
@@ -92,33 +92,50 @@ def _size(count: int) -> str:
     return f"{count >> 20} MiB" if count >= 1 << 20 and not count % (1 << 20) else f"{count} bytes"
 
 
-def _check_size(data: Any, max_bytes: int) -> None:
-    """Refuse data whose written form would exceed ``max_bytes`` (its strings' length and one per value, shared
-    objects counted at each use), counted in time linear in its distinct objects; and data holding itself."""
+def expanded_size(root: Any, parts: Callable[[Any], Sequence[Any] | None], leaf: Callable[[Any], int],
+                  limit: int, cycle: str) -> int:
+    """The size of ``root`` written out with every shared part written at each use: ``leaf`` for a value
+    ``parts`` gives no parts for, one for each other plus its parts. Linear in the distinct objects (a YAML bomb's
+    aliases, a list referring N times to another, are counted, not walked); stops soon past ``limit`` (the result is
+    then over it). Raises ValueError(``cycle``) for a value that holds itself."""
     known: dict[int, int] = {}
     open_: set[int] = set()
 
     def size(value: Any) -> int:
-        if isinstance(value, str | bytes):
-            return len(value) + 1
-        if not isinstance(value, Mapping | list | tuple):
-            return 1
+        children = parts(value)
+        if children is None:
+            return leaf(value)
         key = id(value)
         if key in known:
             return known[key]
         if key in open_:
-            raise ValueError("the data holds itself (a reference cycle): it cannot be written out")
+            raise ValueError(cycle)
         open_.add(key)
-        items = [*value.keys(), *value.values()] if isinstance(value, Mapping) else value
-        total = 1 + sum(size(item) for item in items)
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > limit:
+                break
         open_.discard(key)
         known[key] = total
-        if total > max_bytes:
-            raise ValueError(f"the data would take more than the {_size(max_bytes)} nodetune passes to Ansible "
-                             f"once written out (its shared parts written at each use)")
         return total
 
+    return size(root)
+
+
+def _check_size(data: Any, max_bytes: int) -> None:
+    """Refuse data whose written form would exceed ``max_bytes``, and data holding itself."""
+
+    def parts(value: Any) -> Sequence[Any] | None:
+        if isinstance(value, Mapping):
+            return [*value.keys(), *value.values()]
+        return value if isinstance(value, list | tuple) else None
+
     try:
-        size(data)
+        total = expanded_size(data, parts, lambda value: len(value) + 1 if isinstance(value, str | bytes) else 1,
+                              max_bytes, "the data holds itself (a reference cycle): it cannot be written out")
     except RecursionError:
         raise ValueError("the data is nested too deeply to be written out") from None
+    if total > max_bytes:
+        raise ValueError(f"the data would take more than the {_size(max_bytes)} nodetune passes to Ansible once "
+                         "written out (its shared parts written at each use)")

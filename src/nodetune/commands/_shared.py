@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nodetune import api
-from nodetune._as_data import MAX_EXTRA_VARS_BYTES
+from nodetune._as_data import MAX_EXTRA_VARS_BYTES, expanded_size
 from nodetune.cli import EXIT_DRIFT, EXIT_FAILURE, EXIT_OK
 
 
@@ -113,34 +113,17 @@ def _load_yaml(text: str, what: str) -> Any:
 
 
 def _expanded_size(root: Any, limit: int) -> int:
-    """The size of a composed YAML node with every alias expanded (its scalars' length and one per node), in time
-    linear in its distinct nodes; stops past ``limit``. Raises ValueError for a node within itself."""
+    """The size of a composed YAML node with every alias expanded (its scalars' length and one per node); stops
+    past ``limit``. Raises ValueError for a node within itself."""
     import yaml
 
-    known: dict[int, int] = {}
-    open_: set[int] = set()
-
-    def size(node: Any) -> int:
+    def parts(node: Any) -> list[Any] | None:
         if isinstance(node, yaml.ScalarNode):
-            return len(node.value) + 1
-        key = id(node)
-        if key in known:
-            return known[key]
-        if key in open_:
-            raise ValueError("a YAML alias (*name) refers to the value that holds it")
-        open_.add(key)
-        children = [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) \
-            else node.value
-        total = 1
-        for child in children:
-            total += size(child)
-            if total > limit:
-                break
-        open_.discard(key)
-        known[key] = total
-        return total
+            return None
+        return [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else node.value
 
-    return size(root)
+    return expanded_size(root, parts, lambda node: len(node.value) + 1, limit,
+                         "a YAML alias (*name) refers to the value that holds it")
 
 
 def check_names(extra_vars: dict[str, Any], tags: list[str] | None) -> None:
