@@ -106,7 +106,8 @@ def file_path(ctx: Context, config: Dict[str, Any], name: str, default: str) -> 
     if value is None:
         return "/" + default
     parts = value.split("/")
-    if not value.startswith("/") or ".." in parts or "." in parts or "" in parts[1:] or "\x00" in value:
+    if not value.startswith("/") or ".." in parts or "." in parts or "" in parts[1:] \
+            or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):  # a newline would split the env file
         ctx.error("%s=%s is not valid: expected an absolute, normalised file path such as '/%s' (no '..', '.' "
                   "or '//'; nodetune writes it inside nodetune_root)" % (name, describe(value), default))
         return "/" + default

@@ -166,7 +166,8 @@ def _dirty_form(ctx: Context, config: Dict[str, Any], extra: Dict[str, Any], pai
                       "zeroes the other); set %s or %s instead" % (key, ratio_key, bytes_key, ratio_var, bytes_var))
     low = 1 if ratio_key == "vm.dirty_ratio" else 0
     ratio = want_int(ctx, config, ratio_var, low, 100)
-    size = want_int(ctx, config, bytes_var, DIRTY_BYTES_MIN if bytes_key == "vm.dirty_bytes" else 1)
+    size = want_int(ctx, config, bytes_var, DIRTY_BYTES_MIN if bytes_key == "vm.dirty_bytes" else 1,
+                    SYSCTL_INT_MAX)  # an unsigned long (proc_doulongvec_minmax)
     if ratio is not None and size is not None:
         ctx.error("%s=%d and %s=%d are both set: %s and %s are one limit in two forms (the kernel zeroes one when "
                   "the other is written), so give one and set the other to null"
@@ -202,6 +203,33 @@ def _dirty_settings(ctx: Context, config: Dict[str, Any], extra: Dict[str, Any])
     return settings
 
 
+# The widest sysctl number the kernel holds is 64 bits (proc_doulongvec_minmax, proc_dou64vec_minmax); text sysctls
+# hold short strings (their ctl_table maxlen, a page at most): anything longer is no sysctl's value.
+SYSCTL_INT_MIN = -(1 << 63)
+SYSCTL_INT_MAX = (1 << 64) - 1
+SYSCTL_TEXT_MAX = 4095
+
+
+def _value_problem(value: Any) -> Optional[str]:
+    """Why a nodetune_sysctl_extra value cannot be what the kernel holds (None when it can)."""
+    if isinstance(value, bool):
+        return "a boolean: write the number the sysctl takes (0 or 1)"
+    if isinstance(value, int):
+        if not SYSCTL_INT_MIN <= value <= SYSCTL_INT_MAX:
+            return "out of range: no sysctl holds more than 64 bits (%d to %d)" % (SYSCTL_INT_MIN, SYSCTL_INT_MAX)
+        return None
+    if not isinstance(value, str):
+        return "expected an integer or a single line of text (like '4096 87380 6291456' or 'bbr')"
+    if not value.strip():
+        return "empty: give the value to set (or leave the key out to keep the node's)"
+    bad = [c for c in value if ord(c) < 32 and c != "\t" or 127 <= ord(c) < 160 or c in "\u2028\u2029"]
+    if bad:
+        return "it holds the control character %r: one line of printable text is written to /etc/sysctl.d" % bad[0]
+    if len(value.encode("utf-8")) > SYSCTL_TEXT_MAX:
+        return "longer than any sysctl holds (%d bytes at most)" % SYSCTL_TEXT_MAX
+    return None
+
+
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
     unknown_keys(ctx, config, VARIABLES, AREA, hints=areas.hints(AREA))
     extra = config.get("nodetune_sysctl_extra") or {}
@@ -222,9 +250,9 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
         if not isinstance(key, str) or not _KEY.match(key):
             ctx.error("nodetune_sysctl_extra key %s is not a sysctl name like 'vm.swappiness'" % describe(key))
             continue
-        if isinstance(value, (dict, list)) or value is None or "\n" in str(value):
-            ctx.error("nodetune_sysctl_extra['%s']=%s is not valid: expected a single-line value"
-                      % (key, describe(value)))
+        problem = _value_problem(value)
+        if problem:
+            ctx.error("nodetune_sysctl_extra['%s']=%s is not valid: %s" % (key, describe(value), problem))
             continue
         if not ctx.root.exists(sysctl_path(key)):
             ctx.error("nodetune_sysctl_extra['%s']: /%s does not exist on this node (unknown sysctl or module "
