@@ -483,6 +483,7 @@ def in_conf_file(name: str) -> bool:
     """Whether RCCL also takes ``name`` from /etc/rccl.conf (its own names, read after the file is loaded)."""
     return name.startswith(("NCCL_", "RCCL_")) and name not in ENVIRONMENT_ONLY
 
+
 # ------------------------------------------------------------------------------------------------ wrong names
 TIMEOUT_IN_CODE = ("the collective timeout is set in code: init_process_group(timeout=timedelta(...)); "
                    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC and TORCH_NCCL_ASYNC_ERROR_HANDLING are the related variables")
