@@ -950,11 +950,11 @@ def plan(topology: Dict[str, Any], policy: Optional[Dict[str, Any]] = None) -> D
     """
     pol = validate_policy(policy)
     model = _Model(topology)
-    if pol.omp_threads is not None and pol.omp_threads > max(1, len(model.online)):
+    most = max(1, len(model.online))
+    if pol.omp_threads is not None and pol.omp_threads > most:
         # more OpenMP threads than the node has CPUs only oversubscribes every rank's cores
         raise PolicyError("policy setting 'omp_threads' = %d is not valid: this node has %d online CPUs, so at most "
-                          "%d (or null: one per core of the rank)" % (pol.omp_threads, len(model.online),
-                                                                     max(1, len(model.online))))
+                          "%d (or null: one per core of the rank)" % (pol.omp_threads, len(model.online), most))
     warnings = list(model.warnings)
     smt = _plan_smt(model, pol, warnings)
     hk_ids, hk_reason = _plan_housekeeping(model, pol)
