@@ -183,6 +183,23 @@ def test_variables_are_coerced_as_argument_specs_do() -> None:
     assert "cpu" not in sent
 
 
+def test_null_leaves_a_setting_alone_whatever_its_default() -> None:
+    """The documented `null` (the bytes form of the dirty limits, a scheduler left alone): Ansible's validator took
+    null only where the default is null, so `-e nodetune_vm_dirty_ratio=null` was refused; now it reaches the area
+    as null, never replaced by the default."""
+    run = action(tune_action, {"root": "/srv/lab/node1"})
+    result = run.run(task_vars=host(nodetune_vm_dirty_ratio=None, nodetune_vm_dirty_bytes=34359738368,
+                                    nodetune_kernel_numa_balancing=None, nodetune_nvme_scheduler=None,
+                                    nodetune_cpu_governor=None, nodetune_nvme_nr_requests=None))
+    assert not result.get("failed"), result.get("msg")
+    sent = run.calls[0][1]["areas"]
+    assert sent["sysctl"]["nodetune_vm_dirty_ratio"] is None
+    assert sent["sysctl"]["nodetune_vm_dirty_bytes"] == 34359738368
+    assert sent["sysctl"]["nodetune_kernel_numa_balancing"] is None
+    assert sent["nvme"]["nodetune_nvme_scheduler"] is None and sent["nvme"]["nodetune_nvme_nr_requests"] is None
+    assert sent["cpu"]["nodetune_cpu_governor"] is None
+
+
 def test_real_type_errors_are_refused_naming_the_variable() -> None:
     run = action(tune_action, {"root": "/srv/lab/node1"})
     result = run.run(task_vars=host(nodetune_vm_dirty_ratio="twenty", nodetune_smt_policy="sometimes"))

@@ -187,8 +187,12 @@ _CONVERSION = re.compile(r"argument '([^']+)' is of type \S+ and we were unable 
 def validate(options, values, role):
     """``values`` coerced and checked against ``options`` as Ansible's role argument validation does: the coerced
     values and the errors, each naming the value (Ansible's own type message shows a class name instead)."""
+    # null means "leave it alone" (each area's builder skips it): Ansible's validator takes null only where the
+    # default is null (`nodetune_vm_dirty_ratio=None is not valid: expected a int`), so nulls are not validated and
+    # stay null, never replaced by the default.
+    nulls = set(name for name, value in values.items() if value is None and name in options)
     validated = ArgumentSpecValidator(areas.argument_spec(options)).validate(
-        values, validate_role_argument_spec=True)
+        dict((name, value) for name, value in values.items() if name not in nulls), validate_role_argument_spec=True)
     errors = []
     for message in validated.error_messages:
         match = _CONVERSION.search(message)
@@ -200,7 +204,7 @@ def validate(options, values, role):
             errors.append(line)
     coerced = dict(values)
     coerced.update((name, validated.validated_parameters[name]) for name in values
-                   if name in validated.validated_parameters)
+                   if name in validated.validated_parameters and name not in nulls)
     return coerced, errors
 
 
