@@ -1093,6 +1093,25 @@ def test_a_control_character_never_splits_a_plain_row(capsys: pytest.CaptureFixt
     assert "a\\tb\tc\\x1cd" in out
 
 
+@pytest.mark.parametrize("target", ["absolute", "relative"])
+def test_a_kernel_attribute_swapped_for_a_link_out_of_a_lab_tree_is_not_written_through(tmp_path: Path,
+                                                                                        target: str) -> None:
+    """Issue 23 item 13 (lab trees): an attribute replaced by a link to a file outside the tree; the write resolves
+    inside the tree (an absolute target is re-anchored at the root, ``..`` stops there) and never reaches the file
+    outside. It did not reproduce at this stop's start; this keeps it so."""
+    from ansible_collections.nodetune.lab.plugins.module_utils import simkernel
+
+    tree, outside = tmp_path / "node", tmp_path / "outside"
+    (tree / "sys/devices/system/cpu/cpu0").mkdir(parents=True)
+    (tree / "proc/sys/vm").mkdir(parents=True)
+    outside.write_text("20\n")
+    link = outside if target == "absolute" else Path("../" * 8 + str(outside).lstrip("/"))
+    (tree / "proc/sys/vm/dirty_ratio").symlink_to(link)
+    with pytest.raises(NodeFileError):
+        simkernel.sim_root(str(tree)).write("proc/sys/vm/dirty_ratio", "33")
+    assert outside.read_text() == "20\n"
+
+
 def test_numbers_are_ascii_digits_only() -> None:
     from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
         ParseError,
