@@ -41,12 +41,34 @@ class Context(object):
         self.errors: List[str] = []
         self.warnings: List[str] = []
         self.notes: List[str] = []  # informational, e.g. "no cpufreq: cpu.governor not applicable"
+        self._journal: Optional[Dict[str, Any]] = None
 
     def error(self, message: str) -> None:
         self.errors.append(message)
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
+
+    def journal(self) -> Dict[str, Any]:
+        """The node's journal, read once per plan for every builder that asks (the baseline of a value, what the
+        kernel kept of a write); an empty one where there is none or it does not validate (apply refuses such a
+        journal itself, before any write)."""
+        if self._journal is None:
+            from ansible_collections.nodetune.instinct.plugins.module_utils import engine  # only when a plan asks
+
+            try:
+                self._journal = engine.load_journal(self.root)
+            except engine.JournalError:
+                self._journal = {}
+        return self._journal
+
+    def effective_records(self) -> Dict[str, Dict[str, Any]]:
+        """What the kernel made of nodetune's writes that read back otherwise, by Setting uid (the journal's
+        ``effective``)."""
+        effective = self.journal().get("effective")
+        if not isinstance(effective, dict):
+            return {}
+        return dict((uid, record) for uid, record in effective.items() if isinstance(record, dict))
 
     # ------------------------------------------------------------------ topology helpers
     def cpus_after_layout(self) -> List[int]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
-from ansible_collections.nodetune.instinct.plugins.module_utils import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Context,
     describe,
@@ -119,7 +118,7 @@ def _mtu(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
         reason = "IPoIB %s mode: MTU %d (limit %d)" % (mode, value, limit)
         requested = value
         if capped is None:
-            capped = engine.effective_records(ctx.root)
+            capped = ctx.effective_records()
         effective = kernel_capped_mtu(capped, nic, value)
         if effective is not None:
             ctx.warn(cap_message(nic["name"], value, effective))
@@ -135,7 +134,7 @@ def _mtu(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
 
 def kernel_capped_mtu(capped: Dict[str, Any], nic: Dict[str, Any], requested: int) -> Optional[int]:
     """The MTU the kernel left after nodetune's last write of ``requested`` on this interface, when it capped it
-    and the interface is still at that value; else None (ask for ``requested``). ``capped``: engine.effective_records.
+    and the interface is still at that value; else None (ask for ``requested``). ``capped``: Context.effective_records.
     """
     record = capped.get("ib.mtu[%s]" % nic["name"])
     if not record or str(record.get("requested")) != str(requested):

@@ -21,7 +21,6 @@ import re
 from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
-from ansible_collections.nodetune.instinct.plugins.module_utils import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Context,
     describe,
@@ -99,18 +98,10 @@ def kernel_stored(key: str, value: Any) -> Optional[str]:
     return None if stored is None or str(stored) == text else str(stored)
 
 
-def _journal(ctx: Context) -> Dict[str, Any]:
-    """The node's journal, or an empty one where it does not validate (apply refuses that journal itself)."""
-    try:
-        return engine.load_journal(ctx.root)
-    except engine.JournalError:
-        return {}
-
-
 def _own_value(ctx: Context, key: str) -> Optional[str]:
     """The node's own value of a sysctl: the one it had before nodetune first wrote it (the journal's baseline),
     else the current one; so an earlier, larger wanted value of nodetune's is never taken for the node's own."""
-    snap = (_journal(ctx).get("baseline") or {}).get(sysctl_path(key))
+    snap = (ctx.journal().get("baseline") or {}).get(sysctl_path(key))
     if isinstance(snap, dict) and snap.get("kind") == ATTR and snap.get("restore") is not None:
         return str(snap["restore"])
     return ctx.root.read(sysctl_path(key))
@@ -137,7 +128,7 @@ def kept_by_kernel(ctx: Context, settings: List[Setting]) -> None:
     """Ask for the value the kernel kept where nodetune's last write of a sysctl read back otherwise and the node
     still holds it (the journal's ``effective`` records, as area_infiniband does for the IPoIB MTU): a kernel
     normalisation missing from KERNEL_STORES then settles instead of being rewritten on every run."""
-    records = (_journal(ctx).get("effective") or {}) if any(s.id.startswith("sysctl.") for s in settings) else {}
+    records = ctx.effective_records() if any(s.id.startswith("sysctl.") for s in settings) else {}
     for setting in settings:
         record = records.get(setting.uid)
         if not isinstance(record, dict) or record.get("requested") != desired(setting):

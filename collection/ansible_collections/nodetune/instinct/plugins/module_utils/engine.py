@@ -650,15 +650,6 @@ def _remember_effective(journal: Dict[str, Any], done: List[Action], checked: Li
         journal.pop("effective", None)
 
 
-def effective_records(root: Root) -> Dict[str, Dict[str, Any]]:
-    """What the kernel made of nodetune's last accepted-but-capped writes, by Setting uid (a uid it took as asked
-    is absent)."""
-    effective = load_journal(root).get("effective", {})
-    if not isinstance(effective, dict):
-        return {}
-    return {uid: record for uid, record in effective.items() if isinstance(record, dict)}
-
-
 def _rollback(root: Root, done: List[Action], before_run: Dict[str, Dict[str, Any]],
               services: Any) -> Tuple[List[str], List[str]]:
     # In apply order, as revert does, not in reverse: dependencies point the same way going back. SMT siblings
@@ -814,4 +805,4 @@ def _is_restored(root: Root, key: str, snap: Dict[str, Any], services: Any) -> b
 
 __all__ = ["Action", "ApplyError", "JournalError", "LockedError", "NodeLock", "apply", "plan_actions", "revert",
            "diff_text", "load_journal", "load_own_journal", "node_identity", "journal_problems", "unconfirmed",
-           "normalize", "effective_records"]
+           "normalize"]
