@@ -17,12 +17,19 @@ holds). The writers timed, as the controller runs them:
 - ``prometheus``: every node's textfile, summed over the fleet: each node writes its own, on its own CPU, so this
   is reported but not counted as controller time;
 - ``picture``: the ``nodetune picture`` fleet page from the nodes' grouped findings, all nodes sharing the
-  lab MI300X layout.
+  lab MI300X layout;
+- ``from files`` (issue 28): the same fleet's per-node report files, as the controller writes them
+  (``nodes/<host>.json`` a line per finding, with its checks, run and inventory groups; ``failed/<host>.json`` for
+  the failed nodes), in 4 slice folders as 4 ``--limit`` runs leave them, then ``nodetune.report()`` over the 4
+  folders into an output folder: every file read and digested one at a time, the newest per node, the outliers and
+  learned expectations of 250 racks and the whole fleet (1% of the nodes a GPU fewer), the summary, JUnit,
+  Prometheus, the picture's fleet page and a learned file per node written. Timed in its own child process; the
+  files are written first (not timed) into a temporary folder on disk.
 
 Targets (issue 12): the controller's writers (reports and picture) for 10,000 nodes under 60 s and 2 GiB, time
-growing linearly with the nodes (the time per node at the largest size within 1.5x of the smallest size's). Wall
-and CPU time are both printed; the verdicts use CPU time (the process's own), since on a shared machine the wall
-time mostly measures the other jobs.
+growing linearly with the nodes (the time per node at the largest size within 1.5x of the smallest size's); issue
+28: the fleet reports from 10,000 nodes' report files under 60 s and 2 GiB. Wall and CPU time are both printed; the
+verdicts use CPU time (the process's own), since on a shared machine the wall time mostly measures the other jobs.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,8 +108,10 @@ class FleetResults(Mapping[str, Any]):
         return len(self.hosts)
 
 
-def _lab_layout() -> tuple[dict[str, Any], dict[str, Any]]:
+def _lab_layout() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The lab MI300X node's topology, layout and inventory facts (what its verify report carries)."""
     from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
+    from ansible_collections.nodetune.instinct.plugins.module_utils.node_check import read_facts
     from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
     from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
@@ -109,7 +119,69 @@ def _lab_layout() -> tuple[dict[str, Any], dict[str, Any]]:
         spec = simnode.load_spec(str(_common.REPO / "inventories" / "lab" / "specs" / "mi300x.yml"))
         simnode.build(spec, os.path.join(folder, "node"))
         topology = discover(os.path.join(folder, "node"))
-    return topology, plan(topology, None)
+        facts = read_facts(os.path.join(folder, "node"))
+    return topology, plan(topology, None), facts
+
+
+SLICES = 4
+RACK = 40  # nodes per rack group
+
+
+def write_report_files(nodes: int, folder: Path, facts: dict[str, Any]) -> list[str]:
+    """The fleet's report files in SLICES slice folders, as the tune/verify actions and the slices' fleet reports
+    write them (report_files.write_report, plugin_utils/fleet_reports.failure_record); returns the folders. The text
+    of each kind of node (clean, drifted, a GPU fewer; per slice) is encoded once and its node name put in per file:
+    what is measured is the reading, not this."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
+    from ansible_collections.nodetune.instinct.plugins.module_utils.report import node_report, report_file_name
+    from ansible_collections.nodetune.instinct.plugins.plugin_utils import fleet_reports
+    from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import with_checks
+
+    lost = dict(facts, gpu_count=facts["gpu_count"] - 1)
+    results = FleetResults(nodes)
+    slices = [folder / f"slice-{n}" for n in range(1, SLICES + 1)]
+    for path in slices:
+        (path / "nodes").mkdir(parents=True)
+        (path / "failed").mkdir()
+    templates: dict[tuple[int, str, int], str] = {}
+    placeholder = "@@NODE@@"
+    for index, host in enumerate(results.hosts):
+        part = index % SLICES
+        rack = index // RACK
+        run = {"id": f"bench:{1000 + part}:1767225000", "controller": "bench", "started": 1767225000.0,
+               "time": 1767225600.0 + part}
+        groups = {"all": nodes, "mi300x": nodes, f"rack{rack:04d}": min(RACK, nodes - rack * RACK)}
+        result = results[host]
+        if result.get("failed"):
+            record = fleet_reports.failure_record(host, result["msg"], {"run": run, "groups": groups})
+            (slices[part] / "failed" / report_file_name(host)).write_text(one_per_line(record, "findings", indent=4))
+            continue
+        kind = "lost" if index % 100 == 51 else ("drifted" if index % 10 == 3 else "clean")
+        key = (part, kind, groups[f"rack{rack:04d}"])
+        if key not in templates:
+            report = node_report(placeholder, result["findings"], {"drift": kind == "drifted"},
+                                 timestamp=1767225590.0, extra={"inventory": lost if kind == "lost" else facts})
+            report.update(run=run, groups={"all": nodes, "mi300x": nodes, "@@RACK@@": groups[f"rack{rack:04d}"]})
+            templates[key] = one_per_line(with_checks(report), "findings", indent=4, ensure_ascii=False)
+        text = templates[key].replace(placeholder, host, 1).replace("@@RACK@@", f"rack{rack:04d}", 1)
+        (slices[part] / "nodes" / report_file_name(host)).write_text(text)
+    return [str(path) for path in slices]
+
+
+def files_child(nodes: int, sources: list[str]) -> dict[str, Any]:
+    """``nodetune.report()`` over the slice folders into a new output folder: seconds and peak memory."""
+    import nodetune
+
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    with tempfile.TemporaryDirectory(prefix="nodetune-bench-fleet-out-") as out:
+        wall, cpu = time.perf_counter(), time.process_time()
+        done = nodetune.report(sources, out)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        sizes = {Path(f).name: os.path.getsize(f) for f in done.files}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"nodes": nodes, "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "peak_rss_bytes": peak,
+            "baseline_rss_bytes": base_rss, "summary_counts": done.summary["counts"],
+            "outliers": len(done.outliers), "learned_nodes": len(done.learned_findings), "file_bytes": sizes}
 
 
 def child(nodes: int, layout_file: str) -> dict[str, Any]:
@@ -119,7 +191,7 @@ def child(nodes: int, layout_file: str) -> dict[str, Any]:
     from nodetune import picture
 
     results = FleetResults(nodes)
-    topology, layout = json.loads(Path(layout_file).read_text())
+    topology, layout, _facts = json.loads(Path(layout_file).read_text())
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     wall: dict[str, float] = {}
     cpu: dict[str, float] = {}
@@ -169,14 +241,18 @@ def child(nodes: int, layout_file: str) -> dict[str, Any]:
 
 
 def run(sizes: list[int], ratio_lines: list[str]) -> dict[str, Any]:
-    """Each size in a child process; prints one line per size and the ratio lines."""
+    """Each size in a child process, from the results then from report files; prints one line per size and kind,
+    and the ratio lines."""
     print(f"\nfleet reports: sizes {','.join(map(str, sizes))}; {_common.load_text()}", flush=True)
     rows = []
+    from_files = []
+    lab = _lab_layout()
     with tempfile.NamedTemporaryFile("w", prefix="nodetune-bench-layout-", suffix=".json") as layout_file:
-        layout_file.write(json.dumps(_lab_layout()))
+        layout_file.write(json.dumps(lab))
         layout_file.flush()
         for nodes in sizes:
             rows.append(_run_child(nodes, layout_file.name))
+            from_files.append(_run_files_child(nodes, lab[2]))
     first, last = rows[0], rows[-1]
     growth = (last["total_cpu_s"] / last["nodes"]) / (first["total_cpu_s"] / first["nodes"])
     budget = TARGET_S * last["nodes"] / 10000
@@ -186,7 +262,35 @@ def run(sizes: list[int], ratio_lines: list[str]) -> dict[str, Any]:
                        f"(target < 60 s and 2 GiB at 10,000 nodes): {'OK' if ok else 'OVER'}")
     ratio_lines.append(f"ratio fleet reports growth: CPU time per node x{growth:.2f} from {first['nodes']} to "
                        f"{last['nodes']} nodes (target <= 1.5, linear): {'OK' if growth <= 1.5 else 'OVER'}")
-    return {"sizes": rows, "growth_per_node": round(growth, 3)}
+    files = from_files[-1]
+    budget = TARGET_S * files["nodes"] / 10000
+    ok = files["cpu_seconds"] < budget and files["peak_rss_bytes"] < TARGET_BYTES
+    ratio_lines.append(f"ratio fleet reports from files N={files['nodes']}: {files['cpu_seconds']:.1f} s CPU "
+                       f"({files['seconds']:.1f} s wall), {files['peak_rss_bytes'] / (1 << 20):.0f} MiB peak; from "
+                       f"the results {last['total_cpu_s']:.1f} s CPU (target < 60 s and 2 GiB at 10,000 nodes): "
+                       f"{'OK' if ok else 'OVER'}")
+    return {"sizes": rows, "growth_per_node": round(growth, 3), "from_files": from_files}
+
+
+def _run_files_child(nodes: int, facts: dict[str, Any]) -> dict[str, Any]:
+    folder = Path(tempfile.mkdtemp(prefix="nodetune-bench-report-files-"))
+    try:
+        started = time.perf_counter()
+        sources = write_report_files(nodes, folder, facts)
+        written = time.perf_counter() - started
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--files-child", str(nodes), *sources],
+                              capture_output=True, text=True, check=False, timeout=1800)
+        if proc.returncode != 0:
+            raise SystemExit(f"fleet reports from files N={nodes} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        row["files_bytes"] = sum(p.stat().st_size for p in folder.glob("slice-*/*/*.json"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"  N={nodes} from report files: {row['seconds']:.2f} s ({row['cpu_seconds']:.2f} s CPU), peak memory "
+          f"{row['peak_rss_bytes'] / (1 << 20):.0f} MiB; {row['files_bytes'] / (1 << 20):.0f} MiB of report files "
+          f"in {SLICES} slice folders (written in {written:.1f} s, not timed); nodes {row['summary_counts']}, "
+          f"outliers {row['outliers']}, learned on {row['learned_nodes']} nodes", flush=True)
+    return row
 
 
 def _run_child(nodes: int, layout_file: str) -> dict[str, Any]:
@@ -218,9 +322,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=parse_sizes, default=list(DEFAULT_SIZES), help="fleet sizes (1000,10000)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--files-child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(int(args.child[0]), args.child[1])))
+        return 0
+    if args.files_child:
+        print(json.dumps(files_child(int(args.files_child[0]), args.files_child[1:])))
         return 0
     lines: list[str] = []
     run(args.nodes, lines)

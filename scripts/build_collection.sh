@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Build the nodetune.instinct collection tarball for Galaxy, Automation Hub and execution environments.
+# Build the collection tarballs for Galaxy, Automation Hub and execution environments: nodetune.instinct (what runs
+# on real nodes) and nodetune.lab (simulated nodes, to try nodetune without any: nodetune.lab.try, docs/try.md).
 #
-#   scripts/build_collection.sh [OUTPUT_DIR]        # default: dist/ ; prints the tarball's path
+#   scripts/build_collection.sh [OUTPUT_DIR]        # default: dist/ ; prints the two tarballs' paths,
+#                                                   # nodetune-lab-<v>.tar.gz first, nodetune-instinct-<v>.tar.gz last
+#
+# The lab is its own tarball, installed on purpose beside nodetune.instinct, and never part of it: the production
+# collection carries no simulation code (a real fleet's runs never load it).
 #
 # The collection's plugins live in collection/ansible_collections/nodetune/instinct/. The roles and playbooks live
 # at the repository root, where ansible.cfg (roles_path = ./roles), Molecule, ansible-lint and the role docs
@@ -46,6 +51,22 @@ for book in "$repo"/playbooks/*.yml "$repo/site.yml"; do
         "$book" >"$coll/playbooks/$(basename "$book")"
 done
 
+# nodetune.lab: its folder as it is, plus the lab machines' specs (inventories/lab/specs, where the lab inventory,
+# Molecule and the tests read them) in specs/, where nodetune.lab.try finds them in an installed collection.
+lab_source="$repo/collection/ansible_collections/nodetune/lab"
+lab="$stage/ansible_collections/nodetune/lab"
+mkdir -p "$lab/specs"
+tar -C "$lab_source" --exclude='__pycache__' --exclude='*.pyc' -cf - . | tar -C "$lab" -xf -
+cp "$repo"/inventories/lab/specs/*.yml "$lab/specs/"
+# its playbooks import the repository's site.yml by a relative path; installed, that is nodetune.instinct.site
+for book in "$lab"/playbooks/*.yml; do
+    [ -e "$book" ] || continue
+    sed -E -i 's#(import_playbook:[[:space:]]*)(\.\./)+site\.ya?ml#\1nodetune.instinct.site#' "$book"
+done
+cp "$repo/LICENSE" "$lab/LICENSE"
+
+version_of() { sed -n 's/^version:[[:space:]]*//p' "$1/galaxy.yml" | tr -d "\"'"; }
+ansible-galaxy collection build "$lab" --output-path "$out" --force >/dev/null
 ansible-galaxy collection build "$coll" --output-path "$out" --force >/dev/null
-version="$(sed -n 's/^version:[[:space:]]*//p' "$coll/galaxy.yml" | tr -d "\"'")"
-echo "$out/nodetune-instinct-$version.tar.gz"
+echo "$out/nodetune-lab-$(version_of "$lab").tar.gz"
+echo "$out/nodetune-instinct-$(version_of "$coll").tar.gz"

@@ -49,6 +49,7 @@ from nodetune._collection import REPO_ROOT
 __all__ = [
     "CancelledError",
     "Finding",
+    "FleetReport",
     "HostNotFoundError",
     "Inventory",
     "InventoryError",
@@ -58,6 +59,7 @@ __all__ = [
     "NodetuneError",
     "PlaybookError",
     "ProgressCallback",
+    "ReportError",
     "RunResult",
     "SettingChange",
     "TaskEvent",
@@ -66,12 +68,13 @@ __all__ = [
     "discover",
     "local_inventory",
     "plan",
+    "report",
     "revert",
     "verify",
 ]
 
 Operation: TypeAlias = Literal["discover", "plan", "apply", "verify", "revert"]
-NodeStatus: TypeAlias = Literal["ok", "changed", "drift", "failed", "unreachable"]
+NodeStatus: TypeAlias = Literal["ok", "changed", "drift", "pending", "failed", "unreachable"]
 EventStatus: TypeAlias = Literal["started", "ok", "changed", "skipped", "failed", "unreachable"]
 #: An inventory: a path (file or directory, as for ``ansible-playbook -i``), a mapping in Ansible's YAML/JSON
 #: inventory structure (``{"all": {"hosts": {...}, "vars": {...}}}``), or a sequence of host names.
@@ -81,10 +84,11 @@ COLLECTION = "nodetune.instinct"
 _TUNE = COLLECTION + ".tune"
 _VERIFY = COLLECTION + ".verify"
 _TOPOLOGY = COLLECTION + ".topology_facts"
+_FLEET = COLLECTION + ".fleet_report"
 _HOST_NAME = re.compile(r"^[A-Za-z0-9_.:\-\[\]]+$")
 _UNMATCHED = re.compile(r"Could not match supplied host pattern, ignoring: (\S+)")
 #: the modules whose results are read from the callback's files, never from runner's size-limited events
-_RECORDED = (_TUNE, _VERIFY, _TOPOLOGY)
+_RECORDED = (_TUNE, _VERIFY, _TOPOLOGY, _FLEET)
 _CALLBACK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "callback_plugins")
 _RESULTS_ENV = "NODETUNE_RESULTS_DIR"
 
@@ -129,6 +133,11 @@ class CancelledError(PlaybookError):
 
 class UnreachableError(PlaybookError):
     """One or more nodes could not be reached (and any others failed)."""
+
+
+class ReportError(NodetuneError):
+    """:func:`report`: a source that is not a report folder or holds no node report, or an output folder that
+    cannot be used (nothing was written)."""
 
 
 # --------------------------------------------------------------------------------------------- results
@@ -197,7 +206,8 @@ class Finding:
 
 @dataclass
 class NodeResult:
-    """What one node reported. ``status``: ok, changed, drift (verify), failed or unreachable."""
+    """What one node reported. ``status``: ok, changed, drift (verify), pending (verify: no drift, but a finding
+    right in the boot loader that waits for a reboot), failed or unreachable."""
 
     host: str
     status: NodeStatus = "ok"
@@ -229,6 +239,10 @@ class NodeResult:
     @property
     def drift(self) -> list[Finding]:
         return [f for f in self.findings if f.status == "drift"]
+
+    @property
+    def pending(self) -> list[Finding]:
+        return [f for f in self.findings if f.status == "pending"]
 
     @property
     def failed(self) -> bool:
@@ -272,6 +286,11 @@ class RunResult:
         return [f for n in self.nodes.values() for f in n.drift]
 
     @property
+    def pending(self) -> list[NodeResult]:
+        """verify: the nodes with no drift whose boot loader holds a change their running kernel has not yet."""
+        return [n for n in self.nodes.values() if n.status == "pending"]
+
+    @property
     def reboot_required(self) -> bool:
         return any(n.reboot_required for n in self.nodes.values())
 
@@ -289,6 +308,57 @@ class RunResult:
 
 
 ProgressCallback: TypeAlias = Callable[[TaskEvent], None]
+
+
+@dataclass
+class FleetReport:
+    """The fleet reports built from per-node report files (:func:`report`): ``summary`` (as ``summary.json``:
+    clean, drifted, pending and failed nodes, ``drift_by_id``, ``outliers``, and per node in ``sources`` the run
+    and time of the report it was judged on), the ``junit`` and ``prometheus`` texts, the ``outliers``, the
+    findings learned from the group majorities per host, and the files written."""
+
+    summary: dict[str, Any]
+    junit: str
+    prometheus: str
+    outliers: list[dict[str, Any]]
+    learned_findings: dict[str, list[Finding]]
+    #: the fleet files written into ``output`` (summary.json, junit.xml, fleet.prom, fleet.html)
+    files: list[str] = field(default_factory=list)
+    #: the learned-expectation files (``learned/<host>.json``) and node reports written or removed in ``output``
+    learned_files: list[str] = field(default_factory=list)
+
+    @property
+    def sources(self) -> dict[str, dict[str, Any]]:
+        """Host -> the run (``run``), times (``time``: when its controller took it; ``timestamp``: the node's own)
+        and ``file`` of the report it was judged on."""
+        return dict(self.summary.get("sources") or {})
+
+    @property
+    def unreadable(self) -> list[dict[str, str]]:
+        """The report files that could not be read (their nodes are failed): ``node``, ``file``, ``error``."""
+        return list(self.summary.get("unreadable") or [])
+
+    @property
+    def failed(self) -> dict[str, str]:
+        return dict(self.summary.get("failed") or {})
+
+    @property
+    def drifted(self) -> dict[str, list[str]]:
+        return dict(self.summary.get("drifted") or {})
+
+    @property
+    def pending(self) -> dict[str, list[str]]:
+        return dict(self.summary.get("pending") or {})
+
+    @property
+    def ok(self) -> bool:
+        """Every node's newest report was read and none failed (drift is a result, not a failure)."""
+        return not self.failed and not self.unreadable
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["ok"] = self.ok
+        return data
 
 
 # --------------------------------------------------------------------------------------------- public calls
@@ -347,6 +417,70 @@ def revert(inventory: Inventory, check: bool = False, *, limit: str | None = Non
     ``NodeResult.restored`` lists the journal entries put back."""
     return _run("revert", inventory, check=check, diff=True, limit=limit, forks=forks, extra_vars=extra_vars,
                 progress=progress, keep_artifacts=keep_artifacts, raise_on_failure=raise_on_failure)
+
+
+def report(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+           output: str | os.PathLike[str] | None = None, *, top: int = 10, suite_name: str = "nodetune verify",
+           picture: bool = True) -> FleetReport:
+    """The fleet reports from the per-node report files of any number of runs, ``--limit`` slices or controllers
+    (docs/fleet.md): each source is a report folder (``nodetune_report_dir``: ``nodes/<host>.json``, and the
+    ``failed/<host>.json`` of nodes that failed in a run) or a folder of node reports. The newest report of each
+    node wins, by the time its controller recorded; the outliers and the learned expectations take the inventory
+    groups each node's newest report recorded. No Ansible run: only files are read.
+
+    With ``output`` (a folder, created if missing): ``summary.json``, ``junit.xml``, ``fleet.prom``, ``fleet.html``
+    (the picture's drift and outliers sections, unless ``picture=False``) and the learned expectations
+    (``learned/<host>.json``) are written there. Raises :class:`ReportError` before writing anything for a source
+    that is no folder or holds no node report, or an output that is not a folder."""
+    from ansible_collections.nodetune.instinct.plugins.plugin_utils import fleet_reports
+
+    given = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
+    if not given or not all(isinstance(s, str | os.PathLike) and str(s) for s in given):
+        raise ValueError(f"sources must be one or more report folders (paths), got {sources!r}")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        raise ValueError(f"top must be a whole number >= 0 (how many drift ids the summary ranks), got {top!r}")
+    dest = None
+    if output is not None:
+        dest = Path(output).expanduser().resolve()
+        if dest.exists() and not dest.is_dir():
+            raise ReportError(f"output {str(output)!r} is a file: give a folder for the fleet reports")
+        if not dest.exists() and not dest.parent.is_dir():
+            raise ReportError(f"output {str(output)!r}: its parent folder {str(dest.parent)!r} does not exist")
+    try:
+        outputs = fleet_reports.build(fleet_reports.file_entries(str(Path(s).expanduser().resolve()) for s in given),
+                                      top=top, suite_name=suite_name)
+    except fleet_reports.ReportSourceError as exc:
+        raise ReportError(str(exc)) from None
+    result = FleetReport(summary=outputs.summary, junit=outputs.junit, prometheus=outputs.prometheus,
+                         outliers=outputs.outliers,
+                         learned_findings={host: [Finding.from_dict(f) for f in found]
+                                           for host, found in outputs.learned.items()})
+    if dest is None:
+        return result
+    try:
+        result.files, result.learned_files = fleet_reports.write_files(str(dest), outputs)
+        if picture:
+            page = dest / "fleet.html"
+            page.write_text(_fleet_page(outputs))
+            result.files = sorted([*result.files, str(page)])
+    except OSError as exc:
+        raise ReportError(f"the fleet reports could not be written into {str(dest)!r}: {exc}") from None
+    return result
+
+
+def _fleet_page(outputs: Any) -> str:
+    """The picture's fleet page from the nodes' digests: the drift and outliers sections (report files hold no
+    topology to draw)."""
+    from nodetune import picture
+
+    records = []
+    for digest in outputs.digests:
+        if digest["outcome"] != "ok":
+            status = "failed"
+        else:
+            status = "drift" if any(g["status"] == "drift" for g in digest["groups"]) else "ok"
+        records.append(picture.NodeDrift(digest["host"], status, (), digest["message"] or None, digest["groups"]))
+    return picture.fleet_page([], records, title="nodetune fleet report", outliers=outputs.outliers)
 
 
 def local_inventory(root: str | os.PathLike[str], name: str | None = None) -> dict[str, Any]:
@@ -642,7 +776,9 @@ class _Collector:
 
     def _absorb_files(self) -> None:
         """Each recorded module call's result from its file; a node whose result is missing or unreadable is
-        failed with the reason (its verdict cannot be known)."""
+        failed with the reason (its verdict cannot be known). The fleet report's learned findings go to the nodes
+        it names once every node's own result is in."""
+        fleet: list[Mapping[str, Any]] = []
         for host, calls in self.expected.items():
             node = self.nodes[host]
             records = _read_records(self.results_dir, host)
@@ -651,7 +787,10 @@ class _Collector:
                 problem = record if isinstance(record, str) else None
                 if record is None:
                     problem = "no result file was written for it"
-                if problem is None:
+                if problem is None and action == _FLEET:
+                    assert isinstance(record, dict)
+                    fleet.append(record["result"])
+                elif problem is None:
                     assert isinstance(record, dict)
                     problem = _absorb(node, action, record["result"])
                 if problem is not None and node.status == "failed" and node.message:
@@ -661,6 +800,8 @@ class _Collector:
                               "judged (run again with keep_artifacts=True to inspect the run)")
                     node.message = reason if node.status != "failed" else f"{node.message}; {reason}"
                     node.status, node.failed_task = "failed", node.failed_task or task
+        for res in fleet:
+            _absorb_learned(self.nodes, res)
 
     def result(self, rc: int, check: bool) -> RunResult:
         self._absorb_files()
@@ -676,6 +817,8 @@ class _Collector:
                 continue
             if self.operation == "verify" and node.drift:
                 node.status = "drift"
+            elif self.operation == "verify" and node.pending:
+                node.status = "pending"
             elif node.changed and self.operation in ("apply", "revert"):
                 node.status = "changed"
         text = "\n".join(self.output)
@@ -727,6 +870,9 @@ def _read_records(results_dir: str, host: str) -> dict[str, dict[str, Any] | str
 
 def _absorb(node: NodeResult, action: str, res: Mapping[str, Any]) -> str | None:
     """Take what the nodetune modules return into the node's result; returns why it cannot, or None."""
+    from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import restored
+
+    res = restored(res)  # a host failed for drift: its findings and changes are in the run's files
     node.warnings.extend(str(w) for w in res.get("warnings") or [])
     if action == _TOPOLOGY:
         facts = res.get("ansible_facts") or {}
@@ -745,12 +891,31 @@ def _absorb(node: NodeResult, action: str, res: Mapping[str, Any]) -> str | None
         if isinstance(res.get("layout"), Mapping):
             node.layout = dict(res["layout"])
         if isinstance(res.get("verify"), Mapping):
-            return _absorb_audit(node, res["verify"])
+            return _absorb_audit(node, restored(res["verify"]))
     elif action == _VERIFY:
         if res.get("failed") and not res.get("failed_on_drift") and "findings" not in res:
             return None  # the module failed before its audit: the event's failure message says why
         return _absorb_audit(node, res)
     return None
+
+
+def _absorb_learned(nodes: Mapping[str, NodeResult], res: Mapping[str, Any]) -> None:
+    """The fleet report's ``learned_findings``: a node that differs from its group's majority where nothing is
+    declared gets the ``inventory.<key>`` drift finding in its findings, report and summary (docs/verify.md)."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.outliers import with_learned
+
+    learned = res.get("learned_findings")
+    for host, findings in (learned.items() if isinstance(learned, Mapping) else ()):
+        node = nodes.get(str(host))
+        if node is None or node.failed or not isinstance(findings, list):
+            continue
+        dicts = [dict(f) for f in findings if isinstance(f, Mapping)]
+        merged = with_learned({"findings": [dataclasses.asdict(f) for f in node.findings],
+                               "summary": node.summary or {}}, dicts)
+        node.findings = [Finding.from_dict(f) for f in merged["findings"]]
+        node.summary = merged["summary"]
+        if node.report is not None:
+            node.report = with_learned(node.report, dicts)
 
 
 def _absorb_audit(node: NodeResult, res: Mapping[str, Any]) -> str | None:

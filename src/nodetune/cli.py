@@ -2,7 +2,8 @@
 
 Each sub-command lives in ``nodetune.commands.<name>`` and exposes ``add_parser(subparsers)`` and
 ``run(args) -> int``. Exit codes (docs/cli.md), the same for every verb: 0 ok, 1 failure (bad input, failed or
-unreachable nodes), 2 drift found (``verify``; ``apply --check``/``revert --check`` when something would change);
+unreachable nodes), 2 drift found (``verify``; ``apply --check``/``revert --check`` when something would change),
+3 (``verify``) no drift but a node waits for a reboot to run what its boot loader has (pending);
 130/143 when cancelled by SIGINT/SIGTERM. A usage error is a failure (1), not argparse's usual 2, which would read
 as drift.
 
@@ -21,11 +22,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-COMMANDS = ("discover", "plan", "apply", "verify", "revert", "picture", "bind")
+COMMANDS = ("discover", "plan", "apply", "verify", "revert", "picture", "bind", "report")
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_DRIFT = 2
+#: verify: no drift, but a node's boot loader holds a kernel command line its running kernel has not booted with yet
+#: (status pending): not clean, and not drift either (apply has nothing left to do there; a reboot has)
+EXIT_PENDING = 3
 #: cancelled by SIGINT / SIGTERM (128 + the signal number, as shells report it)
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
@@ -41,7 +45,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="nodetune",
         description="Discover, plan, tune and verify AMD Instinct GPU training nodes.",
         epilog="Exit codes, the same for every command: 0 ok, 1 failure or bad input, 2 drift found (verify; "
-               "apply/revert --check: something would change). See docs/cli.md.",
+               "apply/revert --check: something would change), 3 no drift but a reboot pending (verify). See "
+               "docs/cli.md.",
     )
     from nodetune import __version__
 

@@ -4,10 +4,13 @@ Why pure string rendering: the page must open anywhere (a browser, an AWX artifa
 JavaScript, fonts or network, and the tests read it back as a DOM. Every label is also a table row below the
 picture, so the page reads without the drawing (and screen readers get it too).
 
-The node picture shows, per socket and NUMA node, every physical core with its threads: housekeeping cores, the
-cores that take NIC completion IRQs, each GPU rank's cores (one colour per rank), spare cores, and SMT siblings
-that are (or will be) offline, greyed out and hatched. The GPUs and NICs sit on their NUMA node, each GPU in its
-rank's colour with its rank numbers and CPUs, each NIC with its HCA and the CPUs its IRQs are pinned to.
+The node picture shows, per socket and NUMA node, every physical core with its threads. A CPU's fill says whose it
+is: housekeeping, a GPU rank (one colour per rank, the colour of its GPU), spare, or an SMT sibling that is (or will
+be) offline, greyed out and hatched. A CPU that takes pinned NIC completion IRQs carries a marker on top of that
+fill with the number of vectors, so a rank core that also takes IRQs shows both (the default plan spreads the
+vectors over every non-housekeeping core, rank cores included). The GPUs and NICs sit on their NUMA node, each GPU
+in its rank's colour with its rank numbers and CPUs, each NIC with its HCA and the CPUs its IRQs are pinned to;
+their labels wrap to as many lines as they need, nothing is cut.
 """
 
 from __future__ import annotations
@@ -21,22 +24,26 @@ from ansible_collections.nodetune.instinct.plugins.module_utils import outliers 
 from ansible_collections.nodetune.instinct.plugins.module_utils.layout import smt_sibling_groups
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
 
-# Okabe-Ito-like, without the orange of the NIC IRQ cores.
+# Okabe-Ito-like, without the orange of the NIC IRQ marker.
 # Neighbouring ranks share a NUMA node, so consecutive colours differ most.
 RANK_COLOURS = ("#0072B2", "#009E73", "#CC79A7", "#7B3294", "#B2182B", "#35978F", "#8C510A", "#56B4E9",
                 "#1B7837", "#C51B7D", "#2166AC", "#5AAE61", "#762A83", "#D6604D", "#4D9221", "#4393C3")
 HOUSEKEEPING = "#6b7a8f"
-IRQ = "#E69F00"
+IRQ = "#E69F00"    # the NIC IRQ marker (and the NIC chips' edge)
 SPARE = "#ffffff"
 OFFLINE = "#d4d4d4"
 MEMORY_ONLY = "#f4f4f4"
+NO_RANK_GPU = "#9aa5b1"
+INK = "#1d2430"    # the page's text colour
 
-CELL = 26          # one core (its threads side by side)
+CELL = 30          # one core (its threads side by side)
+MARKER_H = 11      # the IRQ marker at the foot of a CPU
 PAD = 10
 HEADER = 22
-DEVICE_ROW = 20
-MIN_NODE_WIDTH = 310
-MAX_ROW_WIDTH = 1360  # sockets side by side up to this width, else one below the other
+LINE = 14          # one line of a GPU/NIC label
+CHIP_PAD = 6       # a label's inner margin, left and right
+MIN_NODE_WIDTH = 270
+MAX_ROW_WIDTH = 1200  # NUMA nodes, sockets and legend items wrap to the next row past this (a 1280-pixel window)
 FONT = "font-family:DejaVu Sans,Arial,Helvetica,sans-serif"
 
 CSS = """
@@ -48,9 +55,95 @@ th, td { border: 1px solid #cfd6e0; padding: 3px 8px; text-align: left; vertical
 th { background: #eef2f7; }
 td.drift, span.drift { color: #a33a00; font-weight: bold; } td.ok, span.ok { color: #1b7837; }
 td.failed, span.failed { color: #b2182b; font-weight: bold; }
-svg { display: block; margin: 8px 0; }
+td.pending, span.pending { color: #5e3c99; font-weight: bold; }
+svg { display: block; margin: 8px 0; max-width: 100%; height: auto; }
 nav a { margin-right: 12px; }
+ul.drift-list { list-style: none; margin: 0; padding: 0; }
+ul.drift-list li { margin: 1px 0; white-space: nowrap; }
+ul.drift-list summary { cursor: pointer; }
+ul.drift-list .values { white-space: normal; color: #4a5566; margin: 2px 0 4px 18px; }
+span.count { display: inline-block; min-width: 1.4em; padding: 0 6px; border-radius: 9px; background: #fdb863;
+             text-align: center; font-size: 12px; }
 """
+
+
+# --------------------------------------------------------------------------------------------- text
+# Advance widths (em) of DejaVu Sans, the first and widest font of FONT, rounded up from chromium's measure;
+# a character not listed counts as the widest lower-case letters, so an estimate errs on the long side.
+_EM: dict[str, float] = {
+    **dict.fromkeys(" ,.·'ijl", 0.32), **dict.fromkeys("IJ/:;\\|f-", 0.36), **dict.fromkeys("()[]t!r", 0.42),
+    **dict.fromkeys("ABCDEFGHKLNOPQRSTUVXYZ&", 0.80), **dict.fromkeys("mwMW%@…#+<=>^~×→≥", 1.0)}
+
+
+def _text_px(text: str, size: float, bold: bool = False) -> float:
+    """How wide ``text`` draws at ``size`` pixels, at most (see _EM)."""
+    return sum(_EM.get(ch, 0.64) for ch in text) * size * (1.1 if bold else 1.0)
+
+
+def _split_long(text: str, room: float, size: float) -> list[str]:
+    """One part of a label too long for a line: broken after commas and spaces (a cpulist breaks between its
+    ranges), else anywhere."""
+    tokens: list[str] = []
+    word = ""
+    for ch in text:
+        word += ch
+        if ch in ", ":
+            tokens.append(word)
+            word = ""
+    if word:
+        tokens.append(word)
+    lines: list[str] = []
+    current = ""
+    for token in tokens:
+        if current and _text_px(current + token.rstrip(), size) > room:
+            lines.append(current.rstrip())
+            current = ""
+        while _text_px(token.rstrip(), size) > room:  # one token wider than the line: cut it where it must be
+            cut = 1
+            while cut < len(token) and _text_px(token[:cut + 1], size) <= room:
+                cut += 1
+            lines.append(token[:cut])
+            token = token[cut:]
+        current += token
+    if current.strip():
+        lines.append(current.rstrip())
+    return lines
+
+
+def wrap(text: str, room: float, size: float = 11) -> list[str]:
+    """``text`` as lines no wider than ``room`` pixels: whole " · " parts together where they fit."""
+    lines: list[str] = []
+    current = ""
+    for part in text.split(" · "):
+        joined = f"{current} · {part}" if current else part
+        if _text_px(joined, size) <= room:
+            current = joined
+            continue
+        if current:
+            lines.append(current)
+        if _text_px(part, size) <= room:
+            current = part
+        else:
+            *full, current = _split_long(part, room, size)
+            lines.extend(full)
+    if current:
+        lines.append(current)
+    return lines
+
+
+def _luminance(colour: str) -> float:
+    def channel(value: int) -> float:
+        c = value / 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+def text_colour(fill: str) -> str:
+    """White or the page's ink on ``fill``, whichever contrasts more (WCAG 2 contrast ratio)."""
+    lum = _luminance(fill)
+    return "#ffffff" if 1.05 / (lum + 0.05) >= (lum + 0.05) / (_luminance(INK) + 0.05) else INK
 
 
 # --------------------------------------------------------------------------------------------- model
@@ -64,8 +157,8 @@ class _Core:
 @dataclass
 class _Device:
     kind: str          # "gpu" or "nic"
-    label: str         # what the chip says
-    detail: str        # the tooltip and the table row
+    label: str         # what the chip says (wrapped to its width)
+    detail: str        # the tooltip
     fill: str
     ident: str         # BDF or netdev name
 
@@ -96,11 +189,20 @@ class NodeModel:
         self.layout = layout
         cpus = {int(c["id"]): c for c in topology.get("cpus") or [] if c.get("id") is not None}
         self.online = {i for i, c in cpus.items() if c.get("online")}
-        self.offline = (set(cpus) - self.online) | set(layout.get("smt_offline") or [])
+        self.smt_offline = {int(c) for c in layout.get("smt_offline") or []}
+        self.offline = (set(cpus) - self.online) | self.smt_offline
         self.housekeeping = set(layout.get("housekeeping") or [])
         self.irq_cpus = set(layout.get("nic_irq_cpus") or [])
+        # NIC completion vectors per CPU: each planned entry is one vector and the CPUs of its smp_affinity_list
+        # (the planner names one CPU per vector; a vector whose list names several counts on each of them)
+        self.irq_count: dict[int, int] = {}
+        for entry in layout.get("irq_affinity") or []:
+            for cpu in set(entry.get("cpus") or []):
+                self.irq_count[int(cpu)] = self.irq_count.get(int(cpu), 0) + 1
+        self.ranks: list[int] = []
         self.rank_of: dict[int, int] = {}
         for rank in layout.get("ranks") or []:
+            self.ranks.append(int(rank["rank"]))
             for cpu in rank.get("cpus") or []:
                 self.rank_of.setdefault(int(cpu), int(rank["rank"]))
         node_of_cpu = {cpu: int(n["id"]) for n in topology.get("numa_nodes") or [] for cpu in n.get("cpus") or []}
@@ -157,7 +259,7 @@ class NodeModel:
                 label = f"GPU {bdf} {name} · rank {numbers} · CPUs {cpus}"
                 fill = self.rank_colour(int(ranks[0]["rank"]))
             else:
-                label, fill = f"GPU {bdf} {name} · no rank", "#9aa5b1"
+                label, fill = f"GPU {bdf} {name} · no rank", NO_RANK_GPU
             partitions = int(gpu.get("partitions") or 1)
             detail = label + (f" · {partitions} partitions" if partitions > 1 else "")
             self._view(int(node)).devices.append(_Device("gpu", label, detail, fill, bdf))
@@ -187,18 +289,21 @@ class NodeModel:
         return self.nodes[node]
 
     # ------------------------------------------------------------------------------------ roles
-    def role(self, cpu: int) -> tuple[str, str]:
-        """(fill colour, role words) of one CPU; offline wins, then NIC IRQs, housekeeping, rank, spare."""
+    def role(self, cpu: int) -> tuple[str, str, str]:
+        """(fill colour, role, role words) of one CPU: offline wins, then housekeeping, a rank, spare. NIC IRQs are
+        not a role: they are drawn as a marker over the fill (irq_words)."""
         if cpu in self.offline:
-            return OFFLINE, "offline SMT sibling" if cpu in set(self.layout.get("smt_offline") or []) else "offline"
-        if cpu in self.irq_cpus:
-            return IRQ, "NIC IRQs"
+            return OFFLINE, "offline", "offline SMT sibling" if cpu in self.smt_offline else "offline"
         if cpu in self.housekeeping:
-            return HOUSEKEEPING, "housekeeping"
+            return HOUSEKEEPING, "housekeeping", "housekeeping"
         if cpu in self.rank_of:
             rank = self.rank_of[cpu]
-            return self.rank_colour(rank), f"rank {rank}"
-        return SPARE, "spare"
+            return self.rank_colour(rank), "rank", f"rank {rank}"
+        return SPARE, "spare", "spare"
+
+    def irq_words(self, cpu: int) -> str:
+        count = self.irq_count.get(cpu, 0)
+        return f", {count} NIC IRQ vector{'' if count == 1 else 's'} pinned here" if count else ""
 
     def sockets(self) -> list[tuple[int | None, list[_NumaView]]]:
         by_package: dict[int | None, list[_NumaView]] = {}
@@ -214,7 +319,7 @@ class NodeModel:
         gpus = self.topology.get("gpus") or []
         nics = [n for n in self.topology.get("nics") or [] if n.get("bdf")]
         cores = sum(len(v.cores) for v in self.nodes.values())
-        planned = len(set(self.layout.get("smt_offline") or []) & self.online)
+        planned = len(self.smt_offline & self.online)
         return (f"{len(packages)} sockets, {cores} cores, {len(self.online)}/{len(cpus)} CPUs online"
                 + (f" ({planned} SMT siblings to go offline)" if planned else "") + ", "
                 f"{len([n for n in self.nodes.values() if n.node >= 0])} NUMA nodes, {len(gpus)} GPUs, "
@@ -231,20 +336,56 @@ def _columns(cores: int) -> int:
     return 16
 
 
-def _node_size(view: _NumaView) -> tuple[int, int]:
+@dataclass
+class _Box:
+    """One NUMA node's drawing: its width, its own height (before a row evens them out) and its chips' lines."""
+
+    view: _NumaView
+    width: int
+    height: int
+    chips: list[tuple[_Device, list[str]]]
+
+
+def _numa_box(view: _NumaView) -> _Box:
     columns = _columns(len(view.cores))
     rows = -(-len(view.cores) // columns) if view.cores else 0
     width = max(MIN_NODE_WIDTH, columns * CELL + 2 * PAD)
-    height = HEADER + rows * CELL + (PAD if rows else 0) + len(view.devices) * (DEVICE_ROW + 4) + PAD
-    return width, max(height, HEADER + 2 * PAD)
+    chips = [(d, wrap(d.label, width - 2 * PAD - 2 * CHIP_PAD)) for d in view.devices]
+    height = (HEADER + rows * CELL + (PAD if rows else 0)
+              + sum(len(lines) * LINE + 6 + 4 for _, lines in chips) + PAD)
+    return _Box(view, width, max(height, HEADER + 2 * PAD), chips)
 
 
-def _fit(text: str, width: int, char_px: float = 5.6) -> str:
-    limit = max(8, int(width / char_px))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _rows(widths: Sequence[int], limit: int, gap: int) -> list[list[int]]:
+    """Indexes of ``widths`` in rows no wider than ``limit`` (an item wider than it gets a row of its own)."""
+    rows: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for index, width in enumerate(widths):
+        if current and used + gap + width > limit:
+            rows.append(current)
+            current, used = [], 0
+        used += (gap if current else 0) + width
+        current.append(index)
+    if current:
+        rows.append(current)
+    return rows
 
 
-def _numa_svg(model: NodeModel, view: _NumaView, x: int, y: int, width: int, height: int) -> list[str]:
+def _irq_marker(cpu: int, count: int, x: float, y: float, width: float) -> str:
+    """A count on an orange tab at the foot of a CPU, over its fill, so the rank colour stays visible above it."""
+    digits = str(count)
+    size = min(8.0, (width - 3) / (0.70 * len(digits)))  # bold digits of DejaVu Sans are 0.70 em wide
+    top = y + CELL - 2 - MARKER_H
+    return (f'<g class="irq" data-cpu="{cpu}" data-irqs="{count}" pointer-events="none">'
+            f'<rect x="{x + 1:.1f}" y="{top}" width="{width - 2:.1f}" height="{MARKER_H}" rx="3" fill="{IRQ}" '
+            f'stroke="{INK}" stroke-width="0.6"/>'
+            f'<text x="{x + width / 2:.1f}" y="{top + MARKER_H / 2 + size * 0.36:.1f}" font-size="{size:.1f}" '
+            f'font-weight="bold" text-anchor="middle" fill="{INK}" style="{FONT}">{digits}</text></g>')
+
+
+def _numa_svg(model: NodeModel, box: _Box, x: int, y: int, height: int) -> list[str]:
+    view, width = box.view, box.width
     threads_per_core = max((len(c.threads) for c in view.cores), default=1)
     title = f"NUMA node {view.node}" if view.node >= 0 else "NUMA node unknown"
     if view.cores:
@@ -256,80 +397,123 @@ def _numa_svg(model: NodeModel, view: _NumaView, x: int, y: int, width: int, hei
            f'<rect x="{x}" y="{y}" width="{width}" height="{height}" rx="6" fill="{background}" stroke="#8a96a8"/>',
            f'<text x="{x + PAD}" y="{y + 15}" font-size="12" font-weight="bold" style="{FONT}">{_esc(title)}</text>']
     columns = _columns(len(view.cores))
+    markers = []
     for index, core in enumerate(view.cores):
         cx = x + PAD + (index % columns) * CELL
         cy = y + HEADER + (index // columns) * CELL
         share = (CELL - 2) / threads_per_core
         for slot, cpu in enumerate(core.threads):
-            fill, words = model.role(cpu)
-            offline = cpu in model.offline
-            box = f'x="{cx + 1 + slot * share:.1f}" y="{cy + 1}" width="{share:.1f}" height="{CELL - 2}"'
-            out.append(f'<rect class="cpu{" offline" if offline else ""}" data-cpu="{cpu}" {box} fill="{fill}" '
-                       f'stroke="#56606e" stroke-width="0.5">'
-                       f'<title>{_esc(f"cpu{cpu}: {words} (NUMA node {view.node})")}</title></rect>')
+            fill, role, words = model.role(cpu)
+            offline = role == "offline"
+            left = cx + 1 + slot * share
+            box_attrs = f'x="{left:.1f}" y="{cy + 1}" width="{share:.1f}" height="{CELL - 2}"'
+            rank = f' data-rank="{model.rank_of[cpu]}"' if role == "rank" else ""
+            out.append(f'<rect class="cpu{" offline" if offline else ""}" data-cpu="{cpu}" data-role="{role}"{rank} '
+                       f'{box_attrs} fill="{fill}" stroke="#56606e" stroke-width="0.5">'
+                       f'<title>{_esc(f"cpu{cpu}: {words}{model.irq_words(cpu)} (NUMA node {view.node})")}</title>'
+                       f'</rect>')
             if offline:
-                out.append(f'<rect {box} fill="url(#hatch)" pointer-events="none"/>')
+                out.append(f'<rect {box_attrs} fill="url(#hatch)" pointer-events="none"/>')
+            if model.irq_count.get(cpu):
+                markers.append(_irq_marker(cpu, model.irq_count[cpu], left, cy, share))
+    out.extend(markers)
     dy = y + HEADER + (-(-len(view.cores) // columns) * CELL + PAD if view.cores else 0)
-    for device in view.devices:
-        dark = device.kind == "gpu" and device.fill not in ("#9aa5b1",)
-        text_fill = "#ffffff" if dark else "#1d2430"
+    for device, lines in box.chips:
+        chip_h = len(lines) * LINE + 6
+        ink = text_colour(device.fill)
+        texts = "".join(f'<text class="line" x="{x + PAD + CHIP_PAD}" y="{dy + 14 + i * LINE}" font-size="11" '
+                        f'fill="{ink}" style="{FONT}">{_esc(line)}</text>' for i, line in enumerate(lines))
+        stroke = IRQ if device.kind == "nic" and device.fill == "#fff4dc" else "#56606e"
         out.append(f'<g class="device {device.kind}" data-kind="{device.kind}" data-id="{_esc(device.ident)}">'
-                   f'<rect x="{x + PAD}" y="{dy}" width="{width - 2 * PAD}" height="{DEVICE_ROW}" rx="4" '
-                   f'fill="{device.fill}" stroke="#56606e" stroke-width="0.6"/>'
-                   f'<text x="{x + PAD + 6}" y="{dy + 14}" font-size="11" fill="{text_fill}" style="{FONT}">'
-                   f'{_esc(_fit(device.label, width - 2 * PAD - 12))}</text>'
+                   f'<rect x="{x + PAD}" y="{dy}" width="{width - 2 * PAD}" height="{chip_h}" rx="4" '
+                   f'fill="{device.fill}" stroke="{stroke}" stroke-width="0.8"/>{texts}'
                    f'<title>{_esc(device.detail)}</title></g>')
-        dy += DEVICE_ROW + 4
+        dy += chip_h + 4
     out.append("</g>")
     return out
 
 
-LEGEND = (("housekeeping", HOUSEKEEPING), ("NIC IRQ cores", IRQ), ("GPU rank cores (one colour per rank)",
-                                                                     RANK_COLOURS[0]),
-          ("spare", SPARE), ("SMT sibling offline (or to go offline)", OFFLINE))
+def _legend(model: NodeModel, y: int) -> tuple[list[str], int, int]:
+    """The legend's rows from ``y``: fills (housekeeping, one swatch per rank, spare, offline) and the IRQ marker;
+    returns (SVG parts, width, height)."""
+    items: list[tuple[int, str]] = []  # (width, SVG at x=0, y=0)
+
+    def swatch(key: str, words: str, fill: str, extra: str = "") -> None:
+        items.append((19 + int(_text_px(words, 11)) + 14,
+                      f'<g class="legend-item" data-legend="{key}"><rect width="14" height="14" fill="{fill}" '
+                      f'stroke="#56606e"/>{extra}<text x="19" y="11" font-size="11" style="{FONT}">{_esc(words)}'
+                      f'</text></g>'))
+
+    swatch("housekeeping", "housekeeping", HOUSEKEEPING)
+    ranks = sorted(set(model.ranks))[:len(RANK_COLOURS)]
+    if ranks:
+        words = "GPU rank cores:" if len(set(model.ranks)) <= len(RANK_COLOURS) else \
+            f"GPU rank cores (colours repeat every {len(RANK_COLOURS)} ranks):"
+        parts, rx = [f'<text y="11" font-size="11" style="{FONT}">{_esc(words)}</text>'], int(_text_px(words, 11)) + 6
+        for rank in ranks:
+            fill = model.rank_colour(rank)
+            w = max(18, int(_text_px(str(rank), 10)) + 6)
+            parts.append(f'<g data-rank="{rank}"><rect x="{rx}" width="{w}" height="14" rx="2" fill="{fill}" '
+                         f'stroke="#56606e"/><text x="{rx + w / 2:.1f}" y="11" font-size="10" text-anchor="middle" '
+                         f'fill="{text_colour(fill)}" style="{FONT}">{rank}</text></g>')
+            rx += w + 2
+        items.append((rx + 12, f'<g class="legend-item" data-legend="rank">{"".join(parts)}</g>'))
+    swatch("spare", "spare", SPARE)
+    swatch("offline", "SMT sibling offline (or to go offline)", OFFLINE,
+           '<rect width="14" height="14" fill="url(#hatch)"/>')
+    marker = "NIC IRQ vectors pinned to the CPU (how many), over its fill"
+    items.append((26 + int(_text_px(marker, 11)) + 14,
+                  f'<g class="legend-item" data-legend="irq"><rect y="2" width="20" height="{MARKER_H}" rx="3" '
+                  f'fill="{IRQ}" stroke="{INK}" stroke-width="0.6"/><text x="10" y="10.5" font-size="8" '
+                  f'font-weight="bold" text-anchor="middle" fill="{INK}" style="{FONT}">3</text>'
+                  f'<text x="26" y="11" font-size="11" style="{FONT}">{_esc(marker)}</text></g>'))
+    parts_out = ['<g class="legend">']
+    width = 0
+    rows = _rows([w for w, _ in items], MAX_ROW_WIDTH, 0)
+    for row_index, row in enumerate(rows):
+        lx = 8
+        for index in row:
+            parts_out.append(f'<g transform="translate({lx} {y + row_index * 20})">{items[index][1]}</g>')
+            lx += items[index][0]
+        width = max(width, lx)
+    parts_out.append("</g>")
+    return parts_out, width, len(rows) * 20
 
 
 def node_svg(topology: Mapping[str, Any], layout: Mapping[str, Any], host: str = "node") -> str:
-    """The node's layout as one SVG element (no XML declaration: it is meant to sit inside HTML)."""
+    """The node's layout as one SVG element (no XML declaration: it is meant to sit inside HTML). NUMA nodes and
+    sockets sit side by side up to MAX_ROW_WIDTH, then wrap; the page scales the SVG down to narrower windows."""
     model = NodeModel(topology, layout, host)
-    parts: list[str] = []
-    y = 8
-    lx = 8
-    for words, colour in LEGEND:
-        hatch = f'<rect x="{lx}" y="{y}" width="14" height="14" fill="url(#hatch)"/>' if colour == OFFLINE else ""
-        parts.append(f'<rect x="{lx}" y="{y}" width="14" height="14" fill="{colour}" stroke="#56606e"/>{hatch}'
-                     f'<text x="{lx + 19}" y="{y + 11}" font-size="11" style="{FONT}">{_esc(words)}</text>')
-        lx += 26 + int(len(words) * 6.3)
-    y += 26
-    width = lx
+    parts, width, legend_h = _legend(model, 8)
+    y = 8 + legend_h + 6
     sockets = []
     for package, views in model.sockets():
-        sizes = [_node_size(v) for v in views]
-        inner_height = max(h for _, h in sizes)
-        socket_width = sum(w for w, _ in sizes) + PAD * (len(sizes) + 1)
-        sockets.append((package, views, sizes, inner_height, socket_width))
-    side_by_side = sum(s[4] for s in sockets) + 12 * len(sockets) <= MAX_ROW_WIDTH
-    sx = 8
-    row_height = 0
-    for package, views, sizes, inner_height, socket_width in sockets:
-        label = f"Socket {package}" if package is not None else "Unplaced (no socket known)"
-        parts.append(f'<g class="socket" data-package="{_esc(package)}">'
-                     f'<rect x="{sx}" y="{y}" width="{socket_width}" height="{inner_height + HEADER + PAD}" rx="8" '
-                     f'fill="#eef2f7" stroke="#4a5566"/>'
-                     f'<text x="{sx + PAD}" y="{y + 16}" font-size="13" font-weight="bold" style="{FONT}">'
-                     f'{_esc(label)}</text>')
-        x = sx + PAD
-        for view, (w, _h) in zip(views, sizes, strict=True):
-            parts.extend(_numa_svg(model, view, x, y + HEADER, w, inner_height))
-            x += w + PAD
-        parts.append("</g>")
-        width = max(width, sx + socket_width + 8)
-        if side_by_side:
-            sx += socket_width + 12
-            row_height = max(row_height, inner_height + HEADER + PAD + 12)
-        else:
-            y += inner_height + HEADER + PAD + 12
-    y += row_height
+        boxes = [_numa_box(v) for v in views]
+        rows = _rows([b.width for b in boxes], MAX_ROW_WIDTH - 2 * PAD, PAD)
+        heights = [max(boxes[i].height for i in row) for row in rows]
+        socket_w = max(sum(boxes[i].width for i in row) + PAD * (len(row) - 1) for row in rows) + 2 * PAD
+        socket_h = HEADER + sum(h + PAD for h in heights)
+        sockets.append((package, boxes, rows, heights, socket_w, socket_h))
+    for page_row in _rows([s[4] for s in sockets], MAX_ROW_WIDTH, 12):
+        sx = 8
+        for package, boxes, rows, heights, socket_w, socket_h in (sockets[i] for i in page_row):
+            label = f"Socket {package}" if package is not None else "Unplaced (no socket known)"
+            parts.append(f'<g class="socket" data-package="{_esc(package)}">'
+                         f'<rect x="{sx}" y="{y}" width="{socket_w}" height="{socket_h}" rx="8" '
+                         f'fill="#eef2f7" stroke="#4a5566"/>'
+                         f'<text x="{sx + PAD}" y="{y + 16}" font-size="13" font-weight="bold" style="{FONT}">'
+                         f'{_esc(label)}</text>')
+            ny = y + HEADER
+            for row, row_h in zip(rows, heights, strict=True):
+                nx = sx + PAD
+                for index in row:
+                    parts.extend(_numa_svg(model, boxes[index], nx, ny, row_h))
+                    nx += boxes[index].width + PAD
+                ny += row_h + PAD
+            parts.append("</g>")
+            width = max(width, sx + socket_w + 8)
+            sx += socket_w + 12
+        y += max(sockets[i][5] for i in page_row) + 12
     defs = ('<defs><pattern id="hatch" width="5" height="5" patternUnits="userSpaceOnUse" '
             'patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="5" stroke="#8c8c8c" stroke-width="1.4"/>'
             '</pattern></defs>')
@@ -417,16 +601,29 @@ def drift_records(result: Any) -> list[NodeDrift]:
     return out
 
 
+#: the heat map's shades: (fewest targets drifting, fill, legend words); a cell takes the last whose count it reaches
+DRIFT_SHADES = ((0, "#d9f0d3", "none drifting"), (1, "#fdb863", "1-3 targets"), (4, "#e66101", "4 or more"))
+FAILED_SHADE = "#f4c7c3"
+
+
+def drift_shade(count: int) -> str:
+    return [fill for least, fill, _ in DRIFT_SHADES if count >= least][-1]
+
+
+def _short_count(count: int) -> str:
+    return str(count) if count < 10_000 else f"{count // 1000}k"
+
+
 def drift_svg(nodes: Sequence[NodeDrift]) -> str:
-    """A heat map: one row per node, one column per drifting id, the cell shade by how many targets drift."""
+    """A heat map: one row per node, one column per drifting id, the cell shade by how many targets drift (the
+    count written in it), and a legend of the shades below."""
     drifting = {node.host: {str(g["id"]): int(g["counts"]["drift"]) for g in node.drift_groups()} for node in nodes}
     ids = sorted({check for counts in drifting.values() for check in counts})
-    label_w, cell_w, cell_h = 160, 26, 20
-    slant = int(max((len(i) for i in ids), default=0) * 6.2 * 0.71)  # ids written at 45 degrees
+    cell_w, cell_h = 34, 20
+    label_w = int(max([_text_px(n.host, 12) for n in nodes] + [60])) + 16  # long host names stay inside
+    slant = int(max((_text_px(i, 11) for i in ids), default=0) * 0.71)  # ids written at 45 degrees
     head_h = slant + 14
     band = max(len(ids) * cell_w, 140)  # a failed node's row says so in words
-    width = label_w + max(len(ids) * cell_w + slant, band) + 20
-    height = head_h + len(nodes) * cell_h + 10
     parts = []
     for col, finding_id in enumerate(ids):
         x = label_w + col * cell_w + cell_w / 2
@@ -438,25 +635,58 @@ def drift_svg(nodes: Sequence[NodeDrift]) -> str:
                      f'class="host">{_esc(node.host)}</text>')
         if node.status in ("failed", "unreachable"):
             parts.append(f'<rect x="{label_w}" y="{y + 1}" width="{band}" height="{cell_h - 2}" '
-                         f'fill="#f4c7c3"><title>{_esc(f"{node.host}: {node.status}: {node.message}")}</title></rect>'
-                         f'<text x="{label_w + 4}" y="{y + 14}" font-size="11" style="{FONT}">'
+                         f'fill="{FAILED_SHADE}"><title>{_esc(f"{node.host}: {node.status}: {node.message}")}</title>'
+                         f'</rect><text x="{label_w + 4}" y="{y + 14}" font-size="11" style="{FONT}">'
                          f'{_esc(node.status)}</text>')
             continue
         counts = drifting[node.host]
         for col, finding_id in enumerate(ids):
             count = counts.get(finding_id, 0)
-            fill = "#d9f0d3" if count == 0 else ("#fdb863" if count < 4 else "#e66101")
-            parts.append(f'<rect class="cell" x="{label_w + col * cell_w + 1}" y="{y + 1}" width="{cell_w - 2}" '
-                         f'height="{cell_h - 2}" fill="{fill}" data-id="{_esc(finding_id)}" data-count="{count}">'
+            x = label_w + col * cell_w
+            parts.append(f'<rect class="cell" x="{x + 1}" y="{y + 1}" width="{cell_w - 2}" height="{cell_h - 2}" '
+                         f'fill="{drift_shade(count)}" data-id="{_esc(finding_id)}" data-count="{count}">'
                          f'<title>{_esc(f"{node.host} {finding_id}: {count} drifting")}</title></rect>')
+            if count:
+                parts.append(f'<text x="{x + cell_w / 2:.0f}" y="{y + 14}" font-size="10" text-anchor="middle" '
+                             f'fill="{text_colour(drift_shade(count))}" pointer-events="none" style="{FONT}">'
+                             f'{_short_count(count)}</text>')
+    ly = head_h + len(nodes) * cell_h + 10
+    legend = [f'<g class="drift-legend"><text x="8" y="{ly + 11}" font-size="11" style="{FONT}">'
+              f'targets drifting per node and check:</text>']
+    lx = 8 + int(_text_px("targets drifting per node and check:", 11)) + 8
+    shades = [(str(least), fill, words) for least, fill, words in DRIFT_SHADES] + [
+        ("failed", FAILED_SHADE, "node failed or unreachable")]
+    for key, fill, words in shades:
+        legend.append(f'<g class="legend-item" data-legend="{key}"><rect x="{lx}" y="{ly}" width="14" height="14" '
+                      f'fill="{fill}" stroke="#56606e"/><text x="{lx + 19}" y="{ly + 11}" font-size="11" '
+                      f'style="{FONT}">{_esc(words)}</text></g>')
+        lx += 19 + int(_text_px(words, 11)) + 14
+    legend.append("</g>")
+    parts.extend(legend)
+    width = max(label_w + max(len(ids) * cell_w + slant, band) + 20, lx + 8)
+    height = ly + 14 + 8
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="drift-map" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}" role="img" aria-label="drift per node and check">{"".join(parts)}</svg>')
 
 
+def _drift_list(groups: Sequence[Mapping[str, Any]]) -> str:
+    """A node's drifting checks as a short list: each check id with its number of drifting targets; the targets
+    and values fold out (a <details> element: no script)."""
+    items = []
+    for g in groups:
+        count = int(g["counts"]["drift"])
+        values = f'{g["drift_targets"]}: {g["actual"]}, expected {g["expected"]}'
+        items.append(f'<li data-id="{_esc(g["id"])}" data-count="{count}"><details><summary><code>{_esc(g["id"])}'
+                     f'</code> <span class="count" title="targets drifting">{count}</span></summary>'
+                     f'<div class="values">{_esc(values)}</div></details></li>')
+    return f'<ul class="drift-list">{"".join(items)}</ul>'
+
+
 def drift_section(nodes: Sequence[NodeDrift]) -> str:
-    """Counts per check id (nodes and targets drifting), then the drifted nodes (each drifting id with its
-    targets, compact) and the failed ones; the heat map for fleets up to MAP_MAX_NODES nodes."""
-    clean = failed = 0
+    """Counts per check id (nodes and targets drifting), then the drifted nodes (each a short list of its drifting
+    ids with their target counts, the targets and values folded) and the failed ones; the heat map for fleets up to
+    MAP_MAX_NODES nodes."""
+    clean = failed = pending = 0
     by_id: dict[str, list[int]] = {}
     node_rows = []
     for node in nodes:
@@ -467,26 +697,32 @@ def drift_section(nodes: Sequence[NodeDrift]) -> str:
             continue
         groups = node.drift_groups()
         if not groups:
-            clean += 1
+            if node.status == "pending":  # configured, not yet booted: neither clean nor drift (docs/verify.md)
+                pending += 1
+                node_rows.append(f'<tr><td>{_esc(node.host)}</td><td class="pending">pending</td>'
+                                 f'<td>{_esc(node.message or "waits for a reboot")}</td></tr>')
+            else:
+                clean += 1
             continue
         for group in groups:
             entry = by_id.setdefault(str(group["id"]), [0, 0])
             entry[0] += 1
             entry[1] += int(group["counts"]["drift"])
-        what = "; ".join(f'{g["id"]} ({g["drift_targets"]}: {g["actual"]}, expected {g["expected"]})'
-                         for g in groups)
-        node_rows.append(f'<tr><td>{_esc(node.host)}</td><td class="drift">drift</td><td>{_esc(what)}</td></tr>')
-    drifted = len(nodes) - clean - failed
+        node_rows.append(f'<tr><td>{_esc(node.host)}</td><td class="drift">drift</td>'
+                         f'<td>{_drift_list(groups)}</td></tr>')
+    drifted = len(nodes) - clean - failed - pending
     id_rows = "".join(f'<tr><td class="drift">{_esc(check)}</td><td>{n}</td><td>{t}</td></tr>'
                       for check, (n, t) in sorted(by_id.items(), key=lambda item: (-item[1][0], item[0])))
     per_id = ('<table class="drift-ids"><tr><th>id</th><th>nodes drifting</th><th>targets drifting</th></tr>'
               + id_rows + "</table>") if id_rows else "<p>No drift on any node.</p>"
-    details = ('<table class="drift"><tr><th>node</th><th>status</th><th>drifting ids (targets)</th></tr>'
-               + "".join(node_rows) + "</table>") if node_rows else ""
+    details = ('<table class="drift"><tr><th>node</th><th>status</th><th>drifting checks: id, targets drifting '
+               '(open one for its targets and values)</th></tr>' + "".join(node_rows) + "</table>"
+               ) if node_rows else ""
     heat = drift_svg(nodes) if len(nodes) <= MAP_MAX_NODES else ""
     return (f'<section class="fleet-drift" id="drift"><h2>Fleet drift</h2>'
             f'<p class="summary"><span class="ok">{clean} clean</span>, <span class="drift">{drifted} '
-            f'drifted</span>, <span class="failed">{failed} failed</span> of {len(nodes)} nodes</p>'
+            f'drifted</span>, ' + (f'<span class="pending">{pending} pending</span>, ' if pending else '')
+            + f'<span class="failed">{failed} failed</span> of {len(nodes)} nodes</p>'
             f"{heat}{per_id}{details}</section>")
 
 

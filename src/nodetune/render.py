@@ -1,9 +1,9 @@
 """Result tables of the ``nodetune`` CLI (rich), kept apart from the commands so tests can read the rows.
 
-Fleets are large and so are nodes (a governor per CPU): rows are grouped per node by (id, before, after), and
-numbered targets are compressed the way the kernel prints CPU lists (``cpu0-63``, ``cpu0-63/C2``). On a terminal
-the tables are rich's; when stdout is not a terminal each row is one plain line, cells separated by tabs, never
-wrapped nor truncated.
+Fleets are large and so are nodes (a governor per CPU, an affinity per IRQ): apply's rows are grouped per node by
+(id, before, after), verify's by (check id, status) as the fleet reports group them, and numbered targets are
+compressed the way the kernel prints CPU lists (``cpu0-63``, ``cpu0-63/C2``). On a terminal the tables are rich's;
+when stdout is not a terminal each row is one plain line, cells separated by tabs, never wrapped nor truncated.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any
 
 from nodetune.api import Finding, NodeResult, RunResult, SettingChange
 
-STATUS_STYLE = {"ok": "green", "changed": "yellow", "drift": "yellow", "failed": "bold red", "unreachable": "bold red"}
+STATUS_STYLE = {"ok": "green", "changed": "yellow", "drift": "yellow", "pending": "cyan", "failed": "bold red",
+                "unreachable": "bold red"}
 MAX_GROUPS_PER_NODE = 25
 #: the grouped diff of one node (``nodetune apply --diff``) never exceeds this; ``--full-diff`` has every value
 MAX_DIFF_LINES = 200
@@ -49,16 +50,6 @@ def change_groups(settings: Sequence[SettingChange], max_per_id: int = 3) -> lis
                      befores.pop() if len(befores) == 1 else f"{len(befores)} values",
                      afters.pop() if len(afters) == 1 else f"{len(afters)} values", len(targets)))
     return rows
-
-
-def drift_groups(findings: Sequence[Finding]) -> list[tuple[str, str, str, str, str, int]]:
-    """(id, targets, expected, actual, remedy, count) per distinct drift."""
-    groups: dict[tuple[str, str, str], list[Finding]] = {}
-    for finding in findings:
-        if finding.status == "drift":
-            groups.setdefault((finding.id, _short(finding.expected), _short(finding.actual)), []).append(finding)
-    return [(key[0], compress_targets(f.target for f in items), key[1], key[2], items[0].remedy, len(items))
-            for key, items in groups.items()]
 
 
 def status_counts(node: NodeResult) -> dict[str, int]:
@@ -233,26 +224,203 @@ def _print_unconfirmed(console: Any, result: RunResult) -> None:
 
 
 # --------------------------------------------------------------------------------------------- verify
-def print_verify(result: RunResult) -> None:
+#: the order of a node's finding rows after its drift (which comes first, worst severity first); ok is folded
+_ROW_STATUS_ORDER = ("pending", "waived", "unsupported", "not_applicable", "ok")
+_SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2, "info": 3}
+#: a narrower status cell on a terminal (plain lines keep the finding's status as --json has it)
+_TERMINAL_STATUS = {"not_applicable": "n/a", "unsupported": "unsupp."}
+#: a (check id, status) group with at most this many distinct (expected, actual) pairs gets a row per pair
+#: (bios.iommu's two command-line options); more (one affinity per IRQ) is one row whose values read "<N values>"
+MAX_VALUES_PER_ROW = 3
+#: on a terminal, the ranges of one kind of numbered target, and the names, a targets cell shows; plain lines show all
+TARGETS_SHOWN = 3
+# A numbered object whose number ends its name or is followed by a separator: cpu12, cpu12/C2, irq 40,
+# irq 40 effective, ib3. nvme0n1 and ibp3s0 are names (a range of them would read as nonsense).
+_NUMBERED_TARGET = re.compile(r"^(\D*?)(0|[1-9]\d*)([^0-9A-Za-z].*)?$")
+
+
+def targets_cell(targets: Iterable[str], limit: int | None = None) -> str:
+    """Targets written compactly: ``cpu0-191``; with several kinds, each with its count (``irq 40-71 (32),
+    irq 40-71 effective (32)``); names sorted, files of one folder as the shell writes them (``/etc/x.d/{a,b}``).
+    With ``limit``: at most that many ranges of a kind (then ``…`` and the kind's count: ``irq 40-47,49-60,62-70 …
+    (260)``) and that many names in all (then ``+N``, the names not shown)."""
+    numbered: dict[tuple[str, str], set[int]] = {}
+    names: set[str] = set()
+    for target in targets:
+        match = _NUMBERED_TARGET.match(target)
+        if match:
+            numbered.setdefault((match.group(1), match.group(3) or ""), set()).add(int(match.group(2)))
+        else:
+            names.add(target)
+    several = len(numbered) + len(names) > 1
+    parts: list[str] = []
+    for (prefix, suffix), numbers in sorted(numbered.items()):
+        ranges = _ranges(sorted(numbers))
+        cut = limit is not None and len(ranges) > limit
+        text = ",".join(str(first) if first == last else f"{first}-{last}" for first, last in ranges[:limit])
+        parts.append(f"{prefix}{text}{suffix}" + (" …" if cut else "")
+                     + (f" ({len(numbers)})" if (several or cut) and len(numbers) > 1 else ""))
+    folders: dict[str, list[str]] = {}
+    for name in sorted(names, key=_natural):
+        folder, _, base = name.rpartition("/") if name.startswith("/") else ("", "", name)
+        folders.setdefault(folder, []).append(base)
+    hidden = 0
+    budget = limit
+    for folder, bases in folders.items():
+        shown = bases[:budget]
+        hidden += len(bases) - len(shown)
+        budget = None if budget is None else budget - len(shown)
+        if not shown:
+            continue
+        if not folder:
+            parts += shown
+        else:
+            parts.append(f"{folder}/{shown[0]}" if len(shown) == 1 else f"{folder}/{{{','.join(shown)}}}")
+    return " ".join([", ".join(parts)] * bool(parts) + [f"+{hidden}"] * bool(hidden))
+
+
+def _natural(name: str) -> list[Any]:
+    """``ibp3s0`` before ``ibp25s0``: digit runs compared as numbers."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name)]
+
+
+def _ranges(numbers: list[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for number in numbers:
+        if out and number == out[-1][1] + 1:
+            out[-1] = (out[-1][0], number)
+        else:
+            out.append((number, number))
+    return out
+
+
+def _status_of(finding: Finding) -> str:
+    """``pending`` for an IRQ that is right but not yet moved (ok, noted by verify: module_utils/verify.py)."""
+    if finding.status == "ok" and "(pending:" in str(finding.actual):
+        return "pending"
+    return finding.status
+
+
+def finding_rows(findings: Sequence[Finding], *, every: bool = False,
+                 limit: int | None = None) -> list[tuple[str, str, int, str, str, str, str]]:
+    """A node's findings as (check id, status, count, targets, expected, actual, remedy) rows: one per check id and
+    status, split by value when it has few (:data:`MAX_VALUES_PER_ROW`); drift first (worst severity first), then
+    pending, waived, unsupported, not applicable, and the ok checks folded into one row. ``every``: a row per
+    check id, status and value, ok too, every target listed. ``limit``: see :func:`targets_cell`."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for finding in findings:
+        groups.setdefault((finding.id, _status_of(finding)), []).append(finding)
+    drift = sorted((key for key in groups if key[1] == "drift"),
+                   key=lambda key: min(_SEVERITY_RANK.get(f.severity, 4) for f in groups[key]))
+    rest = sorted((key for key in groups if key[1] != "drift"),
+                  key=lambda key: _ROW_STATUS_ORDER.index(key[1]) if key[1] in _ROW_STATUS_ORDER else -1)
+    rows: list[tuple[str, str, int, str, str, str, str]] = []
+    folded: list[Finding] = []
+    for check, status in drift + rest:
+        items = groups[(check, status)]
+        if status == "ok" and not every:
+            folded.extend(items)
+            continue
+        by_value: dict[tuple[str, str], list[Finding]] = {}
+        for finding in items:
+            by_value.setdefault((_text(finding.expected), _text(finding.actual)), []).append(finding)
+        if every or len(by_value) <= MAX_VALUES_PER_ROW:
+            rows.extend(_row(check, status, group, expected, actual, None if every else limit)
+                        for (expected, actual), group in by_value.items())
+        else:
+            rows.append(_row(check, status, items, _one_of(key[0] for key in by_value),
+                             _one_of(key[1] for key in by_value), limit))
+    if folded:
+        checks = len({f.id for f in folded})
+        rows.append((f"{checks} check{'s' if checks != 1 else ''}", "ok", len(folded), "", "", "",
+                     "--all lists them"))
+    return rows
+
+
+def _row(check: str, status: str, items: Sequence[Finding], expected: str, actual: str,
+         limit: int | None) -> tuple[str, str, int, str, str, str, str]:
+    remedy = next((f.remedy for f in items if f.remedy), "")
+    waiver = items[0].waiver
+    if status == "waived" and waiver:
+        remedy = f"waived until {waiver.get('expires')}: {waiver.get('reason')}"
+    return check, status, len(items), targets_cell((f.target for f in items), limit), expected, actual, remedy
+
+
+def _one_of(values: Iterable[str]) -> str:
+    distinct = set(values)
+    return distinct.pop() if len(distinct) == 1 else f"<{len(distinct)} values>"
+
+
+def _text(value: Any) -> str:
+    return "<absent>" if value is None else str(value)
+
+
+def _print_finding_table(console: Any, title: str, rows: list[tuple[str, str, int, str, str, str, str]]) -> None:
+    """One node's rows on a terminal: one line each where the width allows (values and remedy are cut with an
+    ellipsis: ``--json`` and piped output have them whole); only the targets fold."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=escape(title), title_justify="left")
+    check_width = max(len(row[0]) for row in rows)
+    table.add_column("check", no_wrap=True)  # ids whole: the targets column is the one that folds
+    table.add_column("status", no_wrap=True)
+    table.add_column("n", no_wrap=True, justify="right")
+    table.add_column("targets", overflow="fold")
+    # beside the check, status and count (and the borders): a third for the targets, a fifth (at most 20) for each
+    # value, the rest for the remedy
+    rest = console.width - check_width - 33
+    value_width = max(6, min(20, rest // 5))
+    for name in ("expected", "actual"):
+        table.add_column(name, no_wrap=True, overflow="ellipsis", max_width=value_width)
+    table.add_column("remedy", no_wrap=True, overflow="ellipsis",
+                     max_width=max(8, rest - 2 * value_width - max(20, rest // 3)))
+    for check, status, count, targets, expected, actual, remedy in rows:
+        style = STATUS_STYLE.get(status, "")
+        shown = _TERMINAL_STATUS.get(status, status)
+        table.add_row(escape(check), f"[{style}]{shown}[/{style}]" if style else shown, str(count), escape(targets),
+                      escape(expected), escape(actual), escape(short_remedy(remedy)))
+    console.print(table)
+
+
+# verify's usual remedy (module_utils/verify.py, REMEDY; tests/integration/test_cli.py holds the two together)
+_APPLY_REMEDY = re.compile(r"run the nodetune apply \(site\.yml or playbooks/apply\.yml, --tags ([\w,]+)\) "
+                           r"to restore it")
+
+
+def short_remedy(remedy: str) -> str:
+    """On a terminal, verify's usual remedy ("run the nodetune apply (site.yml or playbooks/apply.yml, --tags cpu) to
+    restore it") as ``apply --tags cpu``, so that the reason after it shows in a one-line cell."""
+    return _APPLY_REMEDY.sub(r"apply --tags \1", remedy)
+
+
+def print_verify(result: RunResult, *, every: bool = False) -> None:
+    """The findings of every node grouped by check id (what drifts first), then one summary row per node. ``every``
+    (``--all``): a row per check id, status and value, with every target."""
     console = _console()
-    table = _Rows("nodetune verify", ("node", "status", "ok", "drift", "waived", "n/a", "drift ids / message"))
+    title = "findings by check" if not every else "findings by check and value"
+    columns = ("check", "status", "n", "targets", "expected", "actual", "remedy")
+    if not _on_terminal():
+        plain = _Rows(title, ("node", *columns))
+        for node in result.nodes.values():
+            for row in finding_rows(node.findings, every=every):
+                plain.add_row(node.host, row[0], row[1], str(row[2]), *row[3:])
+        if plain.rows:
+            plain.print(console)
+    else:
+        for node in result.nodes.values():
+            if node.findings:
+                _print_finding_table(console, f"{node.host}: {title}", finding_rows(
+                    node.findings, every=every, limit=None if every else TARGETS_SHOWN))
+    summary = _Rows("nodetune verify", ("node", "status", "checks drifted", "ok", "drift", "waived", "n/a",
+                                        "message"))
     for node in result.nodes.values():
         counts = status_counts(node)
-        ids = ", ".join(sorted({f.id for f in node.drift}))
-        table.add_row(node.host, _status(node), str(counts["ok"]), str(counts["drift"]), str(counts["waived"]),
-                      str(counts["not_applicable"] + counts["unsupported"]), _markup(node.message or ids))
-    table.print(console)
-    if result.drift:
-        drift = _Rows("drift", ("node", "id", "targets", "expected", "actual", "remedy"))
-        for node in result.nodes.values():
-            groups = drift_groups(node.findings)
-            shown = groups if not _on_terminal() else groups[:MAX_GROUPS_PER_NODE]
-            for finding_id, targets, expected, actual, remedy, _count in shown:
-                drift.add_row(node.host, finding_id, _markup(targets), _markup(expected), _markup(actual),
-                              _markup(_short(remedy, 90)))
-            if len(groups) > len(shown):
-                drift.add_row(node.host, f"... {len(groups) - len(shown)} more (--json for all)", "", "", "", "")
-        drift.print(console)
+        note = node.message or "; ".join(node.notes[:2])
+        summary.add_row(_markup(node.host), _status(node), str(len({f.id for f in node.drift})), str(counts["ok"]),
+                        str(counts["drift"]), str(counts["waived"]),
+                        str(counts["not_applicable"] + counts["unsupported"]), _markup(_short(note, 200)))
+    summary.print(console)
 
 
 # --------------------------------------------------------------------------------------------- discover / plan

@@ -57,7 +57,8 @@ def big_spec() -> dict[str, Any]:
     nvme = [{"model": "CM7-R", "bdf": "0000:%02x:00.0" % (16 * k + 9), "numa_node": k // 4} for k in range(0, 16, 2)]
     return {"name": "big-01", "platform": {"vendor": "Supermicro", "product": "synthetic 4-socket"},
             "os": {"family": "RedHat", "pretty_name": "Red Hat Enterprise Linux 10.0 (Coughlan)"},
-            "kernel": {"release": "6.12.0-55.9.1.el10_0.x86_64", "cmdline": "ro iommu=pt pci=realloc=off"},
+            "kernel": {"release": "6.12.0-55.9.1.el10_0.x86_64",
+                       "cmdline": "ro iommu=pt pci=realloc=off pci=disable_acs_redir=pci:1022:14ab;pci:1000:c030"},
             "cpu": {"model": "EPYC 9654", "sockets": 4, "cores_per_socket": 144, "threads_per_core": 2, "smt": "on",
                     "numbering": "split", "caches": False,
                     "cpufreq": {"driver": "amd-pstate-epp", "governor": "powersave", "epp": "balance_performance"},

@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-from tests import realdata
 
 pytestmark = pytest.mark.slow
 
@@ -43,17 +42,19 @@ def test_quick_run_prints_every_ratio_line(tmp_path: Path) -> None:
         rf"{VERDICT}",
         rf"ratio fleet\[stock\] N=1 site \(no-op\): {NUMBER}x ping wall, {NUMBER}x ping CPU \(target <= 1.5x\): "
         rf"{VERDICT}",
-        rf"ratio discovery simulated mi250: {NUMBER}x lstopo wall, {NUMBER}x lstopo CPU \(target <= 2x\): {VERDICT}",
-        rf"ratio discovery simulated mi300x: {NUMBER}x lstopo wall, {NUMBER}x lstopo CPU \(target <= 2x\): {VERDICT}",
+        rf"ratio discovery share of a no-op run, lab mi300x: {NUMBER}% of the tune module's process CPU \({NUMBER} of "
+        rf"{NUMBER} ms; target < 5%\): {VERDICT}",
+        rf"ratio discovery share of a no-op run, synthetic 1152 CPUs: {NUMBER}% of the tune module's process CPU "
+        rf"\({NUMBER} of {NUMBER} ms; target < 5%\): {VERDICT}",
         rf"ratio planner: largest plan\(\) {NUMBER} ms CPU median \(1152 CPUs, \d+ IRQs; target < 50 ms\): {VERDICT}",
         rf"ratio planner growth: time per CPU \+ IRQ x{NUMBER} from 64 to 1152 CPUs .*: {VERDICT}",
         rf"ratio fleet reports N=1000: {NUMBER} s CPU \({NUMBER} s wall\), {NUMBER} MiB peak \(target < 60 s and "
         rf"2 GiB at 10,000 nodes\): {VERDICT}",
         rf"ratio fleet reports growth: CPU time per node x{NUMBER} from 100 to 1000 nodes \(target <= 1.5, "
         rf"linear\): {VERDICT}",
+        rf"ratio fleet reports from files N=1000: {NUMBER} s CPU \({NUMBER} s wall\), {NUMBER} MiB peak; from the "
+        rf"results {NUMBER} s CPU \(target < 60 s and 2 GiB at 10,000 nodes\): {VERDICT}",
     ]
-    if realdata.real_available():
-        expected.append(rf"ratio discovery real hwloc-opteron: {NUMBER}x lstopo wall, .*: {VERDICT}")
     summary_lines = lines[lines.index(summary) + 1:]
     for pattern in expected:
         assert any(re.fullmatch(pattern, line) for line in summary_lines), f"no summary line matches {pattern}\n{out}"
@@ -62,7 +63,9 @@ def test_quick_run_prints_every_ratio_line(tmp_path: Path) -> None:
     assert data["quick"] is True and data["machine"]["nproc"] >= 1
     assert set(data["fleet"]["strategies"]["stock"]["1"]) == {"ping", "site", "site (no cache)", "site (no-op)",
                                                               "apply (no-op)"}
-    roots = {r["root"] for r in data["discovery"]["roots"]}
-    assert {"simulated mi250", "simulated mi300x"} <= roots
+    assert [r["node"] for r in data["discovery"]["noop_share"]] == ["lab mi300x", "synthetic 1152 CPUs"]
+    roots = {r["root"] for r in data["discovery"].get("roots", [])}
+    assert not shutil.which("lstopo") or {"simulated mi250", "simulated mi300x"} <= roots
     assert data["planner"]["cases"][-1]["cpus"] >= 384
     assert [row["nodes"] for row in data["reports"]["sizes"]] == [100, 1000]
+    assert [row["nodes"] for row in data["reports"]["from_files"]] == [100, 1000]

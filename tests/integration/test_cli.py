@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
@@ -246,6 +247,16 @@ def test_full_lab_untuned_drifts_applied_is_clean(full_lab: Path, tmp_path: Path
         assert node["status"] == "drift" and len(drift) == report["summary"]["counts"]["drift"] > 500
         assert {f["id"] for f in drift} == set(summary["drifted"][host])
 
+    # the tables (piped): a row per check id and status, every drifted id in them (issue 25 item 4: 295 and 486
+    # rows of one value each, the terminal's first 25 all irq.nic_local, bios.iommu and ib.mtu never shown)
+    assert main(["verify", "-i", str(full_lab)]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    for host in fullsize.LAB_HOSTS:
+        rows = [line.split("\t")[1:] for line in lines if line.startswith(host + "\t")][:-1]  # then its summary
+        drifted = {f["id"] for f in audit["nodes"][host]["findings"] if f["status"] == "drift"}
+        assert {row[0] for row in rows if row[1] == "drift"} == drifted and "bios.iommu" in drifted
+        assert len(rows) <= 30, rows
+
     assert main(["apply", "-i", str(full_lab), "--check", "--diff"]) == 2
     out = capsys.readouterr().out
     planned_ids = {line.split("\t")[1] for line in out.split("# changes")[1].splitlines()[2:] if "\t" in line}
@@ -284,10 +295,157 @@ def test_piped_output_is_plain_lines_never_wrapped_nor_truncated(capsys: pytest.
                                   "bad": NodeResult(host="bad", status="failed", message=message)}, rc=0)
     print_verify(result)
     lines = capsys.readouterr().out.splitlines()
-    assert f"{host}\tdrift\t0\t1\t0\t0\t{long_id}" in lines
-    assert f"bad\tfailed\t0\t0\t0\t0\t{message}" in lines
-    assert any(line.endswith("r" * 200) and long_id in line for line in lines)
+    assert f"{host}\tdrift\t1\t0\t1\t0\t0\t" in lines  # node, status, checks drifted, ok, drift, waived, n/a
+    assert f"bad\tfailed\t0\t0\t0\t0\t0\t{message}" in lines
+    assert f"{host}\t{long_id}\tdrift\t1\tnet.ipv4.neigh.default.gc_thresh3\t8192\t1024\t{'r' * 200}" in lines
     assert not any("…" in line or "│" in line for line in lines)
+
+
+def finding(check: str, target: str, expected: Any, actual: Any, status: str, severity: str = "info",
+            remedy: str = "", waiver: dict[str, str] | None = None) -> Any:
+    """A finding in the order the collection's Finding takes (id, target, expected, actual, status)."""
+    from nodetune.api import Finding
+
+    return Finding(id=check, target=target, status=status, expected=expected, actual=actual, severity=severity,
+                   remedy=remedy, waiver=waiver)
+
+
+def full_size_findings(cpus: int = 384, irqs: int = 450) -> list[Any]:
+    """An untuned full-size node's audit as verify reports it: hundreds of findings per check id, an affinity per
+    IRQ (setting and effective), and the few checks that matter among them (bios.iommu, ib.mtu, a sysctl)."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.verify import PENDING, REMEDY
+
+    half = cpus // 2
+    findings = [finding("smt.siblings_offline", f"cpu{n}", "0", "1", "drift", "high", REMEDY % "smt")
+                for n in range(half, cpus)]
+    findings += [finding("cpu.governor", f"cpu{n}", "performance", "powersave", "drift", "medium", REMEDY % "cpu")
+                 for n in range(half)]
+    for n in range(40, 40 + irqs):  # one CPU per vector: as many values as IRQs
+        findings += [finding("irq.nic_local", f"irq {n}", str(n % 96), str((n + 7) % 96), "drift", "high",
+                             REMEDY % "irq_affinity"),
+                     finding("irq.nic_local", f"irq {n} effective", str(n % 96), str((n + 7) % 96), "drift",
+                             "high", REMEDY % "irq_affinity")]
+    findings += [finding("irq.nic_local", f"irq {n} effective", "5", "9" + PENDING, "ok", "high")
+                 for n in range(600, 604)]
+    findings += [finding("irq.nic_local", f"irq {n}", "3", "3", "ok", "high") for n in range(700, 824)]
+    findings += [finding("ib.mtu", f"ib{n}", "4092", "2044", "drift", "medium", REMEDY % "infiniband")
+                 for n in range(8)]
+    findings.append(finding("sysctl.kernel.numa_balancing", "kernel.numa_balancing", "0", "1", "drift", "low",
+                            REMEDY % "sysctl"))
+    findings += [finding("bios.iommu", "iommu", "on", "on", "ok", "medium"),
+                 finding("bios.iommu", "pci=realloc", "pci=realloc=off", "absent", "drift", "medium",
+                         "add pci=realloc=off to the kernel command line"),
+                 finding("bios.iommu", "amd_iommu", "no invalid amd_iommu= option", "amd_iommu=on", "drift",
+                         "medium", "remove amd_iommu=on")]
+    findings += [finding("bios.nps", "nps", "NPS1", "NPS4", "waived", "medium",
+                         waiver={"id": "bios.nps", "reason": "lab board", "expires": "2099-12-31"})]
+    findings += [finding(f"health.{name}", f"0000:{n:02x}:00.0", "ok", "ok", "ok") for name in ("gpu_temp", "gpu_ras")
+                 for n in range(8)]
+    findings.append(finding("health.gpu_perf_level", "-", "-", "-", "not_applicable", "info",
+                            "nodetune_health_gpu_perf_level is not set"))
+    return findings
+
+
+def drifted_ids(findings: list[Any]) -> set[str]:
+    return {f.id for f in findings if f.status == "drift"}
+
+
+def test_the_verify_table_groups_findings_by_check_id(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 25 item 4: one row per check id and status, targets compact, so that bios.iommu, ib.mtu and the
+    sysctl drift are not cut off below hundreds of per-IRQ rows. Piped: plain lines, every target in ranges."""
+    from nodetune.api import NodeResult, RunResult
+    from nodetune.render import print_verify
+
+    big, small = full_size_findings(), full_size_findings(cpus=64, irqs=20)
+    result = RunResult("verify", {"big": NodeResult("big", "drift", findings=big),
+                                  "small": NodeResult("small", "drift", findings=small)}, rc=0)
+    print_verify(result)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["# findings by check", "node\tcheck\tstatus\tn\ttargets\texpected\tactual\tremedy"]
+    rows = {host: [line.split("\t")[1:] for line in lines if line.startswith(host + "\t")] for host in ("big", "small")}
+    table = rows["big"][:-1]  # the last line of a host is its summary row
+    assert len(table) == 11, table  # against 463 rows (a row per IRQ value) before
+    assert {row[0] for row in table if row[1] == "drift"} == drifted_ids(big)
+    assert [row[0] for row in table[:2]] == ["smt.siblings_offline", "irq.nic_local"]  # drift first, worst first
+    assert table[1] == ["irq.nic_local", "drift", "900", "irq 40-489 (450), irq 40-489 effective (450)",
+                        "<96 values>", "<96 values>", REMEDY_IRQ]
+    assert ["bios.iommu", "drift", "1", "pci=realloc", "pci=realloc=off", "absent",
+            "add pci=realloc=off to the kernel command line"] in table
+    assert ["bios.iommu", "drift", "1", "amd_iommu", "no invalid amd_iommu= option", "amd_iommu=on",
+            "remove amd_iommu=on"] in table
+    assert ["ib.mtu", "drift", "8", "ib0-7", "4092", "2044", REMEDY_IRQ.replace("irq_affinity", "infiniband")] in table
+    assert [row[:4] for row in table[-4:]] == [
+        ["irq.nic_local", "pending", "4", "irq 600-603 effective"], ["bios.nps", "waived", "1", "nps"],
+        ["health.gpu_perf_level", "not_applicable", "1", "-"], ["4 checks", "ok", "141", ""]]
+    assert table[-3][-1] == "waived until 2099-12-31: lab board"
+    assert rows["big"][-1][:5] == ["drift", "6", "145", str(len([f for f in big if f.status == "drift"])), "1"]
+    assert {row[0] for row in rows["small"] if row[1] == "drift"} == drifted_ids(small)
+
+
+REMEDY_IRQ = "run the nodetune apply (site.yml or playbooks/apply.yml, --tags irq_affinity) to restore it"
+
+
+def test_the_verify_table_on_a_terminal_shows_every_drifted_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal: a table per node, a line per row, every drifted check id on one screen; long target lists
+    are cut (ranges of a kind, then … and its count; names, then +N) and the usual remedy reads 'apply --tags'."""
+    from rich.console import Console
+
+    from nodetune import render
+    from nodetune.api import NodeResult, RunResult
+
+    findings = full_size_findings()
+    findings += [finding("check.expected", f"/etc/nodetune/check.d/{name}.json", f"<file, {n} bytes>", None,
+                         "drift", "low") for n, name in enumerate(("cpu", "irq", "nvme", "smt", "sysctl"))]
+    findings += [finding("cpu.governor", f"cpu{n}", "performance", "powersave", "drift", "medium")
+                 for n in range(200, 380, 2)]  # not contiguous: 90 ranges
+    out = io.StringIO()
+    monkeypatch.setattr(render, "_on_terminal", lambda: True)
+    monkeypatch.setattr(render, "_console",
+                        lambda: Console(file=out, force_terminal=True, width=200, color_system=None))
+    render.print_verify(RunResult("verify", {"big": NodeResult("big", "drift", findings=findings)}, rc=0))
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert lines[0].strip() == "big: findings by check"
+    body = [line for line in lines if line.startswith("│ ")]
+    assert len(body) <= 20, text  # 483 groups, cut to 25 rows, before
+    for check in drifted_ids(findings):
+        assert any(line.startswith(f"│ {check} ") for line in body), (check, text)
+    assert "cpu0-191,200,202 … (282)" in text and "/etc/nodetune/check.d/{cpu.json,irq.json,nvme.json} +2" in text
+    assert "apply --tags irq_affinity" in text and "run the nodetune apply" not in text
+    assert "nodetune verify" in text and "│ big  │ drift  │ 7 " in text  # the summary, last
+
+
+def test_verify_all_lists_every_value_and_target(capsys: pytest.CaptureFixture[str]) -> None:
+    """``nodetune verify --all``: a row per check id, status and value, the ok checks too, every target."""
+    from nodetune.api import NodeResult, RunResult
+    from nodetune.cli import build_parser
+    from nodetune.render import print_verify
+
+    assert build_parser("verify").parse_args(["verify", "--root", "/", "--all"]).every is True
+    assert build_parser("verify").parse_args(["verify", "--root", "/"]).every is False
+    findings = full_size_findings(irqs=100)
+    print_verify(RunResult("verify", {"n1": NodeResult("n1", "drift", findings=findings)}, rc=0), every=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "# findings by check and value"
+    rows = [line.split("\t")[1:] for line in lines if line.startswith("n1\t")][:-1]
+    irq = [row for row in rows if row[:2] == ["irq.nic_local", "drift"]]
+    assert len(irq) == 96 and sum(int(row[2]) for row in irq) == 200  # a row per (expected, actual)
+    assert ["irq.nic_local", "drift", "2", "irq 40, irq 40 effective (1)", "40", "47", REMEDY_IRQ] not in irq
+    assert ["irq.nic_local", "drift", "4", "irq 40,136 (2), irq 40,136 effective (2)", "40", "47",
+            REMEDY_IRQ] in irq
+    assert {(row[0], row[1]) for row in rows} >= {("health.gpu_temp", "ok"), ("bios.iommu", "ok")}
+    assert not any("checks" in row[0] for row in rows)
+    shown = sum(int(row[2]) for row in rows)
+    assert shown == len(findings)
+
+
+def test_the_short_remedy_matches_verifys_remedy() -> None:
+    from ansible_collections.nodetune.instinct.plugins.module_utils.verify import REMEDY
+
+    from nodetune.render import short_remedy
+
+    assert short_remedy(REMEDY % "irq_affinity" + "; why") == "apply --tags irq_affinity; why"
+    assert short_remedy("add pci=realloc=off") == "add pci=realloc=off"
 
 
 def test_grouped_diff_stays_short_on_a_full_size_node() -> None:

@@ -24,6 +24,7 @@ import pytest
 import yaml
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
+from tests.support.trees import changed_paths, reverted_differences
 from tests.unit.test_engine import tree_digest
 
 pytestmark = pytest.mark.slow
@@ -75,10 +76,6 @@ def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[
     return result
 
 
-def changed_paths(before: dict[str, str], after: dict[str, str]) -> list[str]:
-    return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
-
-
 def test_the_dry_run_of_a_fresh_clone_builds_the_lab_under_any_tag(tmp_path: Path) -> None:
     """`site.yml --check --diff --tags nvme` before any run: the simulated node is built (no real node changes) and
     the dry run plans against it; a tuned value stays untouched."""
@@ -92,11 +89,41 @@ def test_the_dry_run_of_a_fresh_clone_builds_the_lab_under_any_tag(tmp_path: Pat
     assert not (node / "etc/modprobe.d/nodetune-nvme.conf").exists()  # shown, not written
 
 
+def test_the_area_tags_are_listed_and_their_task_is_left_out_of_a_run(tmp_path: Path) -> None:
+    """Issue 25 item 10: the meta noop that carries the area tags printed an empty task header once per host in
+    every run (ansible-core's linear strategy runs a noop for each host). Tagged never, a run without --tags leaves
+    it out (--list-tasks lists what would run) while --list-tags still lists every area's tag."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+
+    hosts = {f"node{n}": {"nodetune_root": str(tmp_path / f"node{n}")} for n in (1, 2)}
+    inventory = write_inventory(tmp_path, hosts)
+    for book in ("playbooks/apply.yml", "playbooks/verify.yml"):
+        listed = ok(playbook(inventory, book, "--list-tasks")).stdout
+        assert "Tune the node in one call" in listed or "Verify the node against" in listed, listed
+        assert "The tags that select areas" not in listed, listed
+        tags = ok(playbook(inventory, book, "--list-tags")).stdout
+        found = set(re.findall(r"TASK TAGS: \[([^\]]*)\]", tags)[0].replace(" ", "").split(","))
+        assert found >= {*areas.AREAS, areas.BIOS_ROLE}, (book, found)
+
+
+def diff_of(output: str, host: str) -> list[str]:
+    """The diff Ansible printed for the host's task (from ``--- before`` to the line saying the host changed)."""
+    lines = output.splitlines()
+    end = lines.index(f"changed: [{host}]")
+    start = max(i for i in range(end) if lines[i].startswith("--- before"))
+    return lines[start:end]
+
+
+PROM = "var/lib/node_exporter/textfile_collector/nodetune.prom"
+
+
 def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     spec_file = tmp_path / "small.yml"
     spec_file.write_text(yaml.safe_dump(small_spec()))
     node = tmp_path / "nodes" / "node1"
-    inventory = write_inventory(tmp_path, {"node1": {"nodetune_sim_spec": str(spec_file), "nodetune_root": str(node)}})
+    # with the Prometheus textfile: a rerun that finds the same reports no change (issue 25 item 8)
+    inventory = write_inventory(tmp_path, {"node1": {"nodetune_sim_spec": str(spec_file), "nodetune_root": str(node),
+                                                     "nodetune_verify_textfile_path": "/" + PROM}})
 
     ok(playbook(inventory, "playbooks/lab.yml"))
     pristine = tree_digest(node)
@@ -106,13 +133,25 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     tags = set(re.findall(r"TASK TAGS: \[([^\]]*)\]", listed.stdout)[0].replace(" ", "").split(","))
     assert tags >= {"smt", "cpu", "irq_affinity", "infiniband", "nvme", "sysctl", "rocm_env", "bios_check"}, tags
 
-    # check mode: the exact changes are shown, nothing is written
+    # check mode: the changes are shown grouped, at most 200 lines per node (issue 25 item 3), nothing is written
     check = ok(playbook(inventory, "playbooks/apply.yml", "--check", "--diff"))
     assert recap(check, "node1")["changed"] == 1
+    shown = diff_of(check.stdout, "node1")
+    assert len(shown) <= 200
+    for line in ("-smt.siblings_offline[cpu32-63] /sys/devices/system/cpu/cpu{32-63}/online = 1",
+                 "-ib.mtu[ib0] /sys/class/net/ib0/mtu = 2044", "+ib.mtu[ib0] /sys/class/net/ib0/mtu = 4092",
+                 "-irq.irqbalance[irqbalance.service] irqbalance.service = active=yes,enabled=yes"):
+        assert line in shown, line
+    # nodetune's own files as path, settings count and digest: not the checker's program nor its JSON
+    program = next(line for line in shown if line.startswith("+check.program[nodetune-check]"))
+    assert " = <file: program, " in program and ", sha256 " in program
+    assert not [line for line in shown if "def main" in line or '"settings": [' in line]
+    # every value with nodetune_full_diff
+    whole = ok(playbook(inventory, "playbooks/apply.yml", "--check", "--diff", "-e", "nodetune_full_diff=true"))
     for line in ("sys/devices/system/cpu/cpu32/online = 1", "ib.mtu[ib0] /sys/class/net/ib0/mtu = 2044",
-                 "ib.mtu[ib0] /sys/class/net/ib0/mtu = 4092", "cpu.governor[cpu0]",
-                 "irq.irqbalance[irqbalance.service]"):
-        assert line in check.stdout, line
+                 "ib.mtu[ib0] /sys/class/net/ib0/mtu = 4092", "cpu.governor[cpu0]"):
+        assert line in whole.stdout, line
+    assert len(diff_of(whole.stdout, "node1")) > 200
     assert tree_digest(node) == pristine
 
     # --tags nvme: only the nvme area (its module options, udev rule) and nodetune's journal
@@ -131,7 +170,7 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     assert recap(site, "node1")["changed"] >= 1
     assert re.findall(r"^TASK \[([^\]]+)\]", site.stdout, re.M) == [
         "Group the lab nodes whose tree is missing (or that are to be rebuilt, rebooted or removed)",
-        "tune : The tags that select areas of the tune task (--tags nvme, --skip-tags smt)",  # meta: no worker
+        # (the meta task that carries the area tags is tagged never: no empty header per host, issue 25 item 10)
         "tune : Tune the node in one call (discover, plan, apply; and verify with nodetune_tune_verify)",
         "tune : Summarise the run across the nodes", "verify : Write the fleet JUnit XML and summary on the controller",
         "verify : Fleet summary"]
@@ -149,17 +188,21 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "reports" / "summary.json").read_text())
     assert "node1" in json.dumps(summary) and "drift" in json.dumps(summary)
 
-    # a second site.yml changes nothing
+    # a second site.yml changes nothing: the textfile is rewritten with its new timestamp only, not a change
+    metrics = [line for line in (node / PROM).read_text().splitlines() if "_timestamp_seconds " not in line]
     again = ok(playbook(inventory, "site.yml"))
     assert recap(again, "node1")["changed"] == 0
-    assert tree_digest(node) == tuned
+    assert {p: d for p, d in tree_digest(node).items() if p != PROM} == {p: d for p, d in tuned.items() if p != PROM}
+    assert [line for line in (node / PROM).read_text().splitlines() if "_timestamp_seconds " not in line] == metrics
 
     # drift injected: verify.yml alone finds it, and with nodetune_verify_fail_on_drift the host fails after its
     # report is written, counted as drifted (not as failed) in the fleet summary
     (node / "proc/sys/kernel/numa_balancing").write_text("1\n")
-    # site.yml --tags verify applies nothing and audits every area (as verify.yml --tags verify would)
+    # site.yml --tags verify applies nothing and audits every area (as verify.yml --tags verify would); the drift
+    # changes the textfile's metrics: that is a change of the node (issue 25 item 8: it was reported changed=0)
     audit_only = ok(playbook(inventory, "site.yml", "--tags", "verify"))
-    assert recap(audit_only, "node1")["changed"] == 0
+    assert recap(audit_only, "node1")["changed"] == 1
+    assert 'nodetune_drift{check="sysctl.kernel.numa_balancing"} 1' in (node / PROM).read_text()
     assert (node / "proc/sys/kernel/numa_balancing").read_text().strip() == "1"
     summary = json.loads((tmp_path / "reports" / "summary.json").read_text())
     assert {i for i in summary["drifted"]["node1"] if not i.startswith("bios.")} == {"sysctl.kernel.numa_balancing"}
@@ -168,8 +211,12 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
     audit = playbook(inventory, "playbooks/verify.yml", "-e", "nodetune_verify_fail_on_drift=true")
     assert audit.returncode != 0 and recap(audit, "node1")["failed"] == 1
     assert "sysctl.kernel.numa_balancing" in failures(audit.stdout)["node1"]
+    # a bounded line (issue 25 item 3: 636,564 characters), pointing at the report that has every finding
+    fatal = next(line for line in audit.stdout.splitlines() if line.startswith("fatal: [node1]"))
+    assert len(fatal) < 4096, len(fatal)
+    assert f"every finding, with its remedy, is in {tmp_path / 'reports' / 'nodes' / 'node1.json'}" in fatal
     summary = json.loads((tmp_path / "reports" / "summary.json").read_text())
-    assert summary["counts"] == {"clean": 0, "drifted": 1, "failed": 0}
+    assert summary["counts"] == {"clean": 0, "drifted": 1, "pending": 0, "failed": 0}
     assert "sysctl.kernel.numa_balancing" in summary["drifted"]["node1"]
     drifted = [f for f in json.loads((tmp_path / "reports" / "nodes" / "node1.json").read_text())["findings"]
                if f["status"] == "drift" and f["source"] == "setting"]
@@ -192,9 +239,19 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
         failures(missing.stdout)["node1"]
     ok(playbook(inventory, "playbooks/apply.yml", "--tags", "sysctl"))
 
-    # revert: the tree as it was before nodetune, byte for byte
+    # revert --check --diff: each value it would restore, before and after, nothing written (issue 25 item 8)
+    tuned = tree_digest(node)
+    dry = ok(playbook(inventory, "playbooks/revert.yml", "--check", "--diff"))
+    shown = diff_of(dry.stdout, "node1")
+    assert len(shown) <= 200 and "+++ after: node (journal baseline)" in shown
+    assert "-/proc/sys/kernel/numa_balancing = 0" in shown and "+/proc/sys/kernel/numa_balancing = 1" in shown
+    assert "+/sys/devices/system/cpu/cpu{32-63}/online (32 values) = 1" in shown
+    assert tree_digest(node) == tuned
+
+    # revert: the tree as it was before nodetune, byte for byte (verify's textfile is a report, not journaled)
     ok(playbook(inventory, "playbooks/revert.yml"))
-    assert changed_paths(pristine, tree_digest(node)) == []
+    assert [p for p in reverted_differences(pristine, tree_digest(node))
+            if p != PROM and not PROM.startswith(p + "/")] == []
 
 
 # host -> (its variables, what the refusal must say)
@@ -284,7 +341,8 @@ def test_an_area_role_applies_its_area_alone_and_leaves_nothing_for_the_next_pla
     assert re.findall(r"^TASK \[([^\]]+)\]", check.stdout, re.M) == [
         "nvme : Validating arguments against arg spec 'main' - NVMe I/O scheduler, nr_requests within its limit, "
         "nvme module options", "nvme : Apply the nvme area"]
-    assert "nvme.scheduler[nvme0n1]" in check.stdout and recap(check, "node1")["changed"] == 1
+    assert "+nvme.scheduler[nvme0-1n1] /sys/block/nvme{0-1}n1/queue/scheduler = mq-deadline" in check.stdout
+    assert recap(check, "node1")["changed"] == 1
     assert tree_digest(node) == pristine
     ok(playbook(inventory, str(book)))
     touched = changed_paths(pristine, tree_digest(node))

@@ -201,3 +201,43 @@ print(json.dumps(out))
     assert seen["left"] == []
     assert seen["is_enabled"][0] != 0, seen["is_enabled"]
     assert seen["load_state"] == "not-found", "systemd still has the removed unit loaded"
+
+
+def test_the_irq_repin_timer_is_started_runs_and_is_reverted(container: int) -> None:
+    """An IRQ pin in the state brings nodetune-irq-repin.timer (mlx5 creates completion vectors on first use): the
+    real systemd accepts both units (systemd-analyze verify), apply enables and starts the timer after its files,
+    its oneshot runs the program with --irqs (a vector not created yet is pending: exit 0, no output), a second
+    apply changes nothing, and the revert stops and removes the timer."""
+    seen = run_inside(container, COMMON + """
+from ansible_collections.nodetune.instinct.plugins.module_utils import area_persist, engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting
+
+root = Root("/")
+bdf = sorted(os.listdir("/sys/bus/pci/devices"))[0]  # a device that is there, with no such vector (yet)
+pins = [Setting("irq.nic_local", "irq 999", "proc/irq/999/smp_affinity_list", "0", compare="cpulist",
+                key="mlx5_comp0@pci:" + bdf, persist="boot_restore")]
+settings = area_persist.build(Context(root, {}, {}, manager), pins, {})
+result = engine.apply(root, settings, services=manager)
+timer = area_persist.REPIN_TIMER
+out = {"applied": [a["target"] for a in result["actions"]], "state": manager.state(timer)}
+out["verify"] = run(["systemd-analyze", "verify", "/" + area_persist.REPIN_TIMER_FILE,
+                     "/" + area_persist.REPIN_UNIT_FILE])
+out["run"] = run(["systemctl", "start", area_persist.REPIN_UNIT])
+out["result"] = run(["systemctl", "show", "-p", "Result", "--value", area_persist.REPIN_UNIT])[1].strip()
+out["second"] = engine.apply(root, settings, services=manager)["changed"]
+out["revert"] = len(engine.revert(root, services=manager)["restored"])
+out["after"] = manager.state(timer)
+out["load_state"] = run(["systemctl", "show", "-p", "LoadState", "--value", timer])[1].strip()
+print(json.dumps(out))
+""")
+    applied = seen["applied"]
+    assert applied.index("nodetune-irq-repin.timer") > applied.index("repin timer"), applied  # after its files
+    assert seen["state"] == {"enabled": "yes", "active": "yes"}
+    assert seen["verify"][0] == 0, seen["verify"]
+    assert seen["run"][0] == 0 and seen["result"] == "success", seen["run"]
+    assert seen["second"] is False
+    assert seen["revert"] == len(seen["applied"])
+    assert seen["after"] == {"enabled": "no", "active": "no"}
+    assert seen["load_state"] == "not-found", "systemd still has the removed timer loaded"

@@ -26,8 +26,9 @@ from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from nodetune import api
 from tests.integration.fullsize import lab_tuning, scratch_dir
-from tests.integration.test_playbooks import changed_paths, ok, playbook, recap, small_spec
+from tests.integration.test_playbooks import ok, playbook, recap, small_spec
 from tests.support import sshd
+from tests.support.trees import reverted_differences
 from tests.unit.test_engine import tree_digest
 
 OPT_IN = "NODETUNE_REAL_LANES"
@@ -128,7 +129,7 @@ def test_playbooks_cli_and_api_over_ssh(server: sshd.SshServer, fleet: tuple[Pat
                                lambda: ok(playbook(inventory, "playbooks/verify.yml", *quiet)))
     assert {host: recap(audit, host)["changed"] for host in HOSTS} == dict.fromkeys(HOSTS, 0)
     summary = json.loads((inventory.parent / "reports" / "summary.json").read_text())
-    assert summary["counts"] == {"clean": 2, "drifted": 0, "failed": 0}, summary
+    assert summary["counts"] == {"clean": 2, "drifted": 0, "pending": 0, "failed": 0}, summary
 
     # the CLI over the same inventory, as a user runs it (a process of its own, through ansible-runner)
     script = Path(sys.executable).parent / "nodetune"
@@ -149,14 +150,14 @@ def test_playbooks_cli_and_api_over_ssh(server: sshd.SshServer, fleet: tuple[Pat
     # revert over SSH: every tree byte for byte as before nodetune
     _, revert_wall = timed(record_property, "revert", lambda: ok(playbook(inventory, "playbooks/revert.yml")))
     for host, root in nodes.items():
-        assert changed_paths(pristine[host], tree_digest(root)) == [], host
+        assert reverted_differences(pristine[host], tree_digest(root)) == [], host
 
     # the API in check mode on the reverted nodes: the changes listed, nothing written
     planned, api_wall = timed(record_property, "api_apply_check", lambda: api.apply(inventory, check=True))
     assert set(planned.nodes) == set(HOSTS)
     for host, node in planned.nodes.items():
         assert node.status == "changed" and any(s.id == "cpu.governor" for s in node.settings), node
-        assert changed_paths(pristine[host], tree_digest(nodes[host])) == [], host
+        assert reverted_differences(pristine[host], tree_digest(nodes[host])) == [], host
     assert api_wall < site_wall + 30, f"api.apply(check=True) {api_wall} s, site.yml {site_wall} s"
     print(f"over SSH: site {site_wall} s, no-op {noop_wall} s, verify.yml {verify_wall} s, CLI verify {cli_wall} s, "
           f"revert {revert_wall} s, api.apply(check) {api_wall} s")

@@ -314,3 +314,94 @@ def test_real_epyc_7451_capture_is_nps4() -> None:
     assert found[("bios.nps", "numa")].status == "ok", found[("bios.nps", "numa")].actual
     assert found[("bios.smt", "smt")].status == "ok"
     assert by_key(bios.check(topology, {}, {"nodetune_bios_nps": 1}))[("bios.nps", "numa")].status == "drift"
+
+
+# ------------------------------------------------------------------------------------------------ ACS (issue 24.9)
+# health.pcie_acs (module_utils/stability.py) on simulated nodes: with the IOMMU on the kernel sets ACS SV/RR/CR/UF
+# on every root and switch downstream port at boot (drivers/pci/pci.c pci_std_enable_acs()); only RR/CR/EC redirect
+# peer traffic, and pci=disable_acs_redir= clears exactly those.
+GENOA_PORTS = "pci:1022:14ab;pci:1000:c030"  # the simulated EPYC 9654 root ports and PEX switch ports
+
+
+def acs_node(tmp_path: Path, cmdline: str = "ro iommu=pt pci=realloc=off", iommu: bool = True,
+             **faults: bool) -> Path:
+    from ansible_collections.nodetune.lab.plugins.module_utils import simnode
+
+    from tests.unit.test_verify_module import SPEC
+
+    dest = tmp_path / "node"
+    simnode.build(dict(SPEC, kernel={"cmdline": cmdline}, iommu=iommu, faults=faults), str(dest))
+    return dest
+
+
+def acs_ports(root: Path, bdf: str) -> dict[str, int]:
+    """The ACS control register of every port above ``bdf`` (switch downstream port, root port)."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils import stability
+
+    real = (root / "sys/bus/pci/devices" / bdf).resolve()
+    ports = [p for p in real.parents if (p / "config").is_file() and len((p / "config").read_bytes()) == 4096]
+    return {p.name: stability.acs_control((p / "config").read_bytes()) for p in ports}
+
+
+def acs_findings(root: Path) -> dict[str, object]:
+    from ansible_collections.nodetune.instinct.plugins.module_utils import health
+    from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+
+    found = health.check(Root(str(root)), discover(str(root)), {"nodetune_health_checks": ["pcie_acs"]})
+    return {f.target: f for f in found}
+
+
+def test_with_the_iommu_on_the_kernel_turns_acs_redirect_on_at_every_boot(tmp_path: Path) -> None:
+    root = acs_node(tmp_path)
+    gpu = "0000:05:00.0"
+    assert set(acs_ports(root, gpu).values()) == {0x001d}  # SV RR CR UF, as pci_std_enable_acs() leaves them
+    finding = acs_findings(root)[gpu]
+    assert finding.status == "drift" and finding.actual.startswith("on at ")
+    assert "the IOMMU is on" in finding.remedy
+    assert "pci=disable_acs_redir=pci:1000:c030;pci:1022:14ab" in finding.remedy  # this path's ports, by id
+    assert "ECAP_ACS+0x6.w=0000:002c" in finding.remedy
+
+
+def test_without_the_iommu_acs_stays_as_the_firmware_left_it(tmp_path: Path) -> None:
+    assert set(acs_ports(acs_node(tmp_path / "off", iommu=False), "0000:05:00.0").values()) == {0}
+    assert {f.status for f in acs_findings(tmp_path / "off" / "node").values()} == {"ok"}
+    # a port left with redirect on (the spec's fault) and no IOMMU: the remedy does not blame the kernel
+    finding = acs_findings(acs_node(tmp_path / "fw", iommu=False, pcie_acs=True))["0000:05:00.0"]
+    assert finding.status == "drift" and "the firmware left it on" in finding.remedy
+
+
+def test_disable_acs_redir_clears_only_the_redirect_bits_and_that_is_ok(tmp_path: Path) -> None:
+    root = acs_node(tmp_path, cmdline=f"ro iommu=pt pci=realloc=off pci=disable_acs_redir={GENOA_PORTS}")
+    assert set(acs_ports(root, "0000:05:00.0").values()) == {0x0011}  # SV and UF kept
+    found = acs_findings(root)
+    assert {f.status for f in found.values()} == {"ok"}
+    assert "no redirect bit at" in found["0000:05:00.0"].actual and "SV UF" in found["0000:05:00.0"].actual
+
+
+def test_disable_acs_redir_takes_device_paths_and_the_last_parameter_wins(tmp_path: Path) -> None:
+    """drivers/pci/pci.c pci_dev_str_match(): a path from the root bus names one port; pci_setup() keeps the last
+    disable_acs_redir=."""
+    first = acs_ports(acs_node(tmp_path / "a"), "0000:05:00.0")
+    root_port = list(first)[-1]  # nearest first: the root port (0000:00:01.1) is the last
+    path = root_port[5:]  # bus:dev.fn on domain 0000
+    root = acs_node(tmp_path / "b", cmdline=f"ro iommu=pt pci=disable_acs_redir=pci:1000:c030 "
+                                            f"pci=realloc=off,disable_acs_redir={path}")
+    ports = acs_ports(root, "0000:05:00.0")
+    assert ports[root_port] == 0x0011 and {v for k, v in ports.items() if k != root_port} == {0x001d}
+
+
+@pytest.mark.parametrize("control, status", [
+    (0x0000, "ok"), (0x0001, "ok"), (0x0010, "ok"), (0x0011, "ok"), (0x0002, "ok"),  # SV, UF, TB: no redirect
+    (0x0004, "drift"), (0x0008, "drift"), (0x0020, "drift"), (0x001d, "drift"), (0x007f, "drift"),  # RR, CR, EC
+], ids=lambda value: f"{value:#06x}" if isinstance(value, int) else value)
+def test_only_request_completion_redirect_and_egress_control_are_drift(tmp_path: Path, control: int,
+                                                                       status: str) -> None:
+    import struct
+
+    root = acs_node(tmp_path, iommu=False)
+    for port in acs_ports(root, "0000:05:00.0"):
+        config = next(p for p in (root / "sys/devices").rglob(port) if p.is_dir()) / "config"
+        data = bytearray(config.read_bytes())
+        struct.pack_into("<H", data, 0x106, control)
+        config.write_bytes(bytes(data))
+    assert acs_findings(root)["0000:05:00.0"].status == status

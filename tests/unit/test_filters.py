@@ -86,7 +86,8 @@ def test_layout_filters_are_the_planner_halves():
     for part in (numa, irq):
         assert all(part[k] == whole[k] for k in part)
     assert {"smt_offline", "smt_control", "housekeeping", "ranks", "numa"} <= set(numa)
-    assert {"irq_affinity", "managed_irqs", "irqbalance", "nic_irq_cpus"} <= set(irq)
+    assert {"irq_affinity", "managed_irqs", "irqbalance", "nic_irq_cpus", "gpu_irq_affinity"} <= set(irq)
+    assert irq["gpu_irq_affinity"] and "ranks" not in irq
     with pytest.raises(AnsibleFilterError, match="numa_layout: policy setting 'smt'"):
         FILTERS["numa_layout"](topo, {"smt": "off"})
 

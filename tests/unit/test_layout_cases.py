@@ -123,7 +123,7 @@ def test_mi300x_like_split():
     assert layout["ranks"][0]["hcas"] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
     assert layout["ranks"][4]["netdevs"] == ["ib4", "ib5", "ib6", "ib7"]
     assert layout["nccl_env"]["NCCL_IB_HCA"] == "=" + ",".join(f"mlx5_{i}" for i in range(8))
-    assert layout["ranks"][4]["numactl"] == ["--physcpubind=104-125", "--membind=1"]
+    assert layout["ranks"][4]["numactl"] == ["--physcpubind=104-125", "--preferred=1"]
     assert len(layout["irq_affinity"]) == 8 * 63 and len(layout["managed_irqs"]) == 64
 
 
@@ -280,9 +280,75 @@ def test_irqbalance_ban_lists_irq_cpus_with_siblings_and_the_pinned_irqs():
     topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=6, threads=2, gpus=[GpuSpec(0)], nics=[NicSpec(0, 2)]))
     layout = plan(topo, {"irqbalance": "ban", "irq_cores": "auto"})
     assert layout["nic_irq_cpus"] == [1]
-    assert layout["irqbalance"]["banned_cpulist"] == [1, 7]
-    assert layout["irqbalance"]["banned_irqs"] == [e["irq"] for e in layout["irq_affinity"]]
+    # the NIC vectors' reserved core 1 and the GPU vector's rank core 2, each with its SMT sibling
+    assert [e["cpus"] for e in layout["gpu_irq_affinity"]] == [[2]]
+    assert layout["irqbalance"]["banned_cpulist"] == [1, 2, 7, 8]
+    pinned = layout["irq_affinity"] + layout["gpu_irq_affinity"]
+    assert layout["irqbalance"]["banned_irqs"] == sorted(e["irq"] for e in pinned)
     assert plan(topo)["irqbalance"]["banned_cpulist"] is None
+
+
+# --- GPU vectors (amdgpu: one per PCI function) -------------------------------------------------------------------
+
+
+def gpu_vectors(layout: dict) -> dict[str, list[int]]:
+    return {e["device"]: e["cpus"] for e in layout["gpu_irq_affinity"]}
+
+
+def test_each_gpu_vector_goes_to_the_first_core_of_its_own_rank():
+    topo = topogen.build(Spec(cpu_nodes=2, cores_per_node=8, threads=2,
+                              gpus=[GpuSpec(0), GpuSpec(0), GpuSpec(1)], nics=[NicSpec(0, 4)]))
+    layout = plan(topo)
+    ranks = {r["gpu"]: r for r in layout["ranks"]}
+    assert gpu_vectors(layout) == {bdf: [rank["cpus"][0]] for bdf, rank in ranks.items()}
+    assert len({cpus[0] for cpus in gpu_vectors(layout).values()}) == 3
+    for entry in layout["gpu_irq_affinity"]:
+        assert entry["name"] == "amdgpu" and entry["numa_node"] == ranks[entry["device"]]["numa_node"]
+        assert entry["rank"] == ranks[entry["device"]]["rank"]
+        assert f"rank {entry['rank']}" in entry["reason"] and "KFD" in entry["reason"]
+    # not NIC vectors: the NIC-only keys stay as they were
+    assert {e["device"] for e in layout["irq_affinity"]} == {"0000:80:00.0"}
+    assert set(layout["nic_irq_cpus"]) == {e["cpus"][0] for e in layout["irq_affinity"]}
+
+
+def test_a_partitioned_gpu_has_one_vector_on_its_first_partitions_rank():
+    topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=16, threads=1, gpus=[GpuSpec(0, partitions=4)]))
+    layout = plan(topo)
+    assert [r["cpus"][0] for r in layout["ranks"]] == [4, 7, 10, 13]
+    [entry] = layout["gpu_irq_affinity"]
+    assert entry["cpus"] == [4] and entry["rank"] == 0
+
+
+def test_gpus_of_shared_ranks_spread_over_the_shared_cores():
+    topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=3, threads=1, gpus=[GpuSpec(0)] * 3))
+    layout = plan(topo, {"too_few_cores": "share"})
+    assert all(r["shared"] and r["cpus"] == [1, 2] for r in layout["ranks"])
+    # one GPU per core while cores last, then the least-taken core again
+    assert [gpu_vectors(layout)[bdf] for bdf in sorted(gpu_vectors(layout))] == [[1], [2], [1]]
+    assert all("shared cores" in e["reason"] for e in layout["gpu_irq_affinity"])
+
+
+def test_gpu_vectors_left_alone_by_policy_or_without_a_device():
+    topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=4, threads=1, gpus=[GpuSpec(0), GpuSpec(0)]))
+    left = plan(topo, {"irq_placement": "leave"})
+    assert left["gpu_irq_affinity"] == []
+    leave = ("amdgpu", "policy irq_placement 'leave'")
+    assert [(e["name"], e["reason"]) for e in left["irq_left_alone"]] == [leave, leave]
+    # an amdgpu vector whose PCI device discovery could not tell: no rank, so no core to choose
+    topo["irqs"][-1]["device"] = None
+    layout = plan(topo)
+    assert [e["device"] for e in layout["gpu_irq_affinity"]] == ["0000:10:00.0"]
+    [alone] = [e for e in layout["irq_left_alone"] if e["name"] == "amdgpu"]
+    assert alone["irq"] == topo["irqs"][-1]["irq"] and "device is unknown" in alone["reason"]
+
+
+def test_gpu_vector_recognised_by_name_when_kind_is_missing_and_managed_ones_are_not_moved():
+    topo = topogen.build(Spec(cpu_nodes=1, cores_per_node=4, threads=1, gpus=[GpuSpec(0)]))
+    topo["irqs"][-1]["kind"] = None
+    assert [e["cpus"] for e in plan(topo)["gpu_irq_affinity"]] == [[1]]
+    topo["irqs"][-1]["managed"] = True  # a read-only affinity: reported as managed, never written
+    layout = plan(topo)
+    assert layout["gpu_irq_affinity"] == [] and [m["name"] for m in layout["managed_irqs"]] == ["amdgpu"]
 
 
 def test_too_few_cores_for_irq_reservation_shares_with_a_warning():

@@ -42,7 +42,8 @@ def compact(value):
 
 def digest(layout: dict) -> dict:
     """The Layout with its per-IRQ lists summarised per device (vector -> CPU order kept)."""
-    out = {k: v for k, v in layout.items() if k not in ("irq_affinity", "managed_irqs", "irq_left_alone")}
+    out = {k: v for k, v in layout.items()
+           if k not in ("irq_affinity", "gpu_irq_affinity", "managed_irqs", "irq_left_alone")}
     pinned: dict[str, dict] = {}
     for entry in layout["irq_affinity"]:
         dev = pinned.setdefault(entry["device"], {"numa_node": entry["numa_node"], "irqs": [], "cpus": []})
@@ -52,6 +53,10 @@ def digest(layout: dict) -> dict:
         dev["irqs"] = format_cpulist(dev["irqs"])
     out["irq_affinity"] = pinned
     out["irq_affinity_reason_example"] = layout["irq_affinity"][0]["reason"] if layout["irq_affinity"] else None
+    gpu_irqs = layout.get("gpu_irq_affinity") or []
+    out["gpu_irq_affinity"] = {e["device"]: {"irq": e["irq"], "name": e["name"], "rank": e["rank"],
+                                             "numa_node": e["numa_node"], "cpus": e["cpus"]} for e in gpu_irqs}
+    out["gpu_irq_affinity_reason_example"] = gpu_irqs[0]["reason"] if gpu_irqs else None
     managed: dict[str, dict] = {}
     for entry in layout["managed_irqs"]:
         dev = managed.setdefault(str(entry["device"]), {"count": 0, "cpus": set()})
@@ -109,17 +114,32 @@ def test_lab_layout_matches_the_spec(lab, name):
         assert entry["cpus"][0] in node_cpus[nic_node[entry["device"]]]
     hcas = {n["bdf"] for n in spec["nics"] if n["name"].startswith("ib")}
     assert hcas <= {e["device"] for e in layout["irq_affinity"]}
+    # each GPU's amdgpu vector (one per PCI function) on a core of its own rank, on the GPU's node (issue 24.6)
+    rank_of = {r["rank"]: r for r in layout["ranks"]}
+    assert sorted(e["device"] for e in layout["gpu_irq_affinity"]) == sorted(gpu_node)
+    for entry in layout["gpu_irq_affinity"]:
+        rank = rank_of[entry["rank"]]
+        assert entry["name"] == "amdgpu" and rank["gpu"] == entry["device"]
+        assert entry["cpus"][0] in rank["cpus"] and entry["numa_node"] == gpu_node[entry["device"]]
+    assert len({e["cpus"][0] for e in layout["gpu_irq_affinity"]}) == len(gpu_node), "two GPUs share a core"
     rank_cpus = [set(r["cpus"]) for r in layout["ranks"]]
     assert sum(map(len, rank_cpus)) == len(set().union(*rank_cpus)), "rank sets overlap"
     # NIC vectors spread over each node's non-housekeeping cores (issue 14.2): at most ceil(V / cores) per core
+    # where the node's NICs have as many vectors each. Each NIC goes on by vector number from a start of its own
+    # (issue 24.7: a vector created later moves no other), so NICs with unequal counts overlap (eno1's 8 beside
+    # 63 on the MI300X node 0): then at most one vector of each NIC per core and round
     load: dict[int, int] = {}
+    per_nic: dict[str, int] = {}
     for entry in layout["irq_affinity"]:
         load[entry["cpus"][0]] = load.get(entry["cpus"][0], 0) + 1
+        per_nic[entry["device"]] = per_nic.get(entry["device"], 0) + 1
     for node in layout["numa"]:
         vectors = sum(load.get(cpu, 0) for cpu in node["cpus"])
         free = node["cores"] - len({c for c in node["housekeeping"]}) // (2 if spec["cpu"].get("smt") == "on" else 1)
+        counts = [per_nic[bdf] for bdf in node["nic_devices"] if bdf in per_nic]
+        bound = -(-vectors // free) if len(set(counts)) <= 1 else sum(-(-n // free) for n in counts)
         if vectors:
-            assert max(load.get(cpu, 0) for cpu in node["cpus"]) <= -(-vectors // free), node["node"]
+            assert max(load.get(cpu, 0) for cpu in node["cpus"]) <= bound, node["node"]
     # each rank inside whole L3 domains where the counts allow (issue 14.3): 8-core CCDs on both lab CPUs
     l3_of = {cpu: i for i, domain in enumerate(topo["l3_domains"]) for cpu in domain}
     assert l3_of, "the lab nodes model their L3 domains"

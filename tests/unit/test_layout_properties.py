@@ -6,6 +6,7 @@ device), not against a re-computation of the planner's logic.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 
@@ -89,7 +90,7 @@ def test_rank_sets_are_numa_local_disjoint_and_even(topo, policy):
         assert set(rank["cpus"]) <= prim, "rank CPUs must be primary threads"
         assert not set(rank["cpus"]) & set(layout["housekeeping"]) or rank["shared"]
         assert "GOMP_CPU_AFFINITY" not in rank["env"], "libgomp would pin the rank to its first CPU"
-        assert f"--membind={node}" in rank["numactl"]
+        assert f"--preferred={node}" in rank["numactl"]
         assert f"--physcpubind={format_cpulist(rank['cpus'])}" in rank["numactl"]
         if not rank["shared"]:
             assert rank["env"]["OMP_NUM_THREADS"] == str(len(rank["cpus"]))
@@ -140,7 +141,41 @@ def test_nic_irqs_go_to_online_local_primary_threads(topo, policy):
     if policy["irqbalance"] == "ban":
         banned = set(layout["irqbalance"]["banned_cpulist"])
         assert set(layout["nic_irq_cpus"]) <= banned <= set(topo["cpu_lists"]["online"])
-        assert layout["irqbalance"]["banned_irqs"] == sorted(placed)
+        gpu_placed = [e["irq"] for e in layout["gpu_irq_affinity"]]
+        assert layout["irqbalance"]["banned_irqs"] == sorted(list(placed) + gpu_placed)
+
+
+@SETTINGS
+@given(topogen.topologies(), policies)
+def test_each_gpu_vector_goes_to_a_core_of_its_own_rank(topo, policy):
+    layout = plan_checked(topo, policy)
+    if layout is None:
+        return
+    truth = topo["_truth"]
+    node_cpus = truth_node_cpus(topo)
+    prim = primaries(topo)
+    vectors = {i["irq"]: i for i in topo["irqs"] if i["kind"] == "gpu"}
+    assert len(vectors) == len(topo["gpus"]), "the generator gives each GPU its amdgpu vector"
+    placed = {e["irq"]: e for e in layout["gpu_irq_affinity"]}
+    assert set(placed) == set(vectors), "every GPU vector is placed, nothing else"
+    first_rank = {}
+    for rank in layout["ranks"]:
+        first_rank.setdefault(rank["gpu"], rank)
+    for irq, entry in placed.items():
+        device = vectors[irq]["device"]
+        rank = first_rank[device]
+        [cpu] = entry["cpus"]
+        assert entry["device"] == device and entry["rank"] == rank["rank"]
+        assert cpu in rank["cpus"], f"GPU {device}'s vector on CPU {cpu}, outside its rank {rank['cpus']}"
+        assert cpu in node_cpus[truth["device_node"][device]] and cpu in prim
+        assert cpu not in layout["smt_offline"]
+    # one GPU per core while the node's rank cores last (shared ranks draw on one pool)
+    by_node: dict[int, list[int]] = {}
+    for entry in placed.values():
+        by_node.setdefault(entry["numa_node"], []).append(entry["cpus"][0])
+    for node, cpus in by_node.items():
+        pool = {c for r in layout["ranks"] if r["numa_node"] == node for c in r["cpus"]}
+        assert len(set(cpus)) == min(len(cpus), len(pool)), f"node {node}: GPU vectors pile on {cpus}"
 
 
 @SETTINGS
@@ -198,7 +233,10 @@ def test_rank_threads_all_adds_only_the_siblings_of_rank_cores(topo):
 def test_by_default_no_core_carries_more_than_its_share_of_its_nodes_nic_vectors(topo, housekeeping):
     """Issue 14.2: like mlnx-tools' set_irq_affinity_bynode.sh, the default spreads the completion vectors of each
     NUMA node round-robin over the node's cores: no core carries more than
-    ceil(vectors of the node / (its cores - housekeeping cores))."""
+    ceil(vectors of the node / (its cores - housekeeping cores)) where the node's NICs have as many vectors each.
+    Each NIC starts at its own place and goes on by vector number (issue 24.7: so that a vector created later moves
+    none), so NICs with unequal counts may overlap: then no core carries more than one vector of each NIC per
+    round, sum of ceil(vectors of the NIC / free cores)."""
     layout = plan_checked(topo, {"housekeeping": housekeeping, "too_few_cores": "share"})
     if layout is None:
         return
@@ -209,11 +247,14 @@ def test_by_default_no_core_carries_more_than_its_share_of_its_nodes_nic_vectors
         node = node_of_cpu[core[0]]
         cores_of_node[node] = cores_of_node.get(node, 0) + 1
     vectors: dict[int, int] = {}
+    per_nic: dict[int, dict[str, int]] = {}
     load: dict[int, int] = {}
     for irq in topo["irqs"]:
         if irq["kind"] == "nic_comp":
             node = truth["device_node"][irq["device"]]
             vectors[node] = vectors.get(node, 0) + 1
+            nics = per_nic.setdefault(node, {})
+            nics[irq["device"]] = nics.get(irq["device"], 0) + 1
     for entry in layout["irq_affinity"]:
         [cpu] = entry["cpus"]
         load[cpu] = load.get(cpu, 0) + 1
@@ -222,6 +263,34 @@ def test_by_default_no_core_carries_more_than_its_share_of_its_nodes_nic_vectors
         free = cores_of_node[node] - min(housekeeping, cores_of_node[node])
         if free == 0:  # only housekeeping cores: nowhere else to go
             continue
-        bound = -(-vectors[node] // free)
-        assert count <= bound, (f"CPU {cpu} carries {count} of node {node}'s {vectors[node]} vectors; the bound over "
-                                f"{free} cores is {bound}")
+        counts = list(per_nic[node].values())
+        bound = -(-vectors[node] // free) if len(set(counts)) == 1 else sum(-(-n // free) for n in counts)
+        assert count <= bound, (f"CPU {cpu} carries {count} of node {node}'s {vectors[node]} vectors ({counts} per "
+                                f"NIC); the bound over {free} cores is {bound}")
+
+
+def without_vectors(topo: dict, keep: list[bool]) -> dict:
+    """The node as it is before some completion vectors exist (mlx5 creates them on first use, Linux 6.5+): the
+    NIC vectors whose ``keep`` flag is false are gone; the async vectors, created at probe, stay."""
+    out = copy.deepcopy(topo)
+    comp = iter(keep)
+    out["irqs"] = [irq for irq in out["irqs"] if irq["kind"] != "nic_comp" or next(comp)]
+    return out
+
+
+@SETTINGS
+@given(topogen.topologies(), policies, st.data())
+def test_a_vectors_cpu_does_not_depend_on_which_other_vectors_exist(topo, policy, data):
+    """Issue 24.7: the CPU planned for a completion vector is the same whether all of the node's vectors exist or
+    any subset does, so a vector created later moves none already pinned; the rank cores do not change either."""
+    layout = plan_checked(topo, policy)
+    if layout is None:
+        return
+    count = sum(1 for irq in topo["irqs"] if irq["kind"] == "nic_comp")
+    some = without_vectors(topo, data.draw(st.lists(st.booleans(), min_size=count, max_size=count), label="keep"))
+    partial = plan(some, policy)
+    full = {e["irq"]: e["cpus"] for e in layout["irq_affinity"]}
+    assert set(e["irq"] for e in partial["irq_affinity"]) <= set(full)
+    for entry in partial["irq_affinity"]:
+        assert entry["cpus"] == full[entry["irq"]], (entry["name"], entry["cpus"], full[entry["irq"]])
+    assert [r["cpus"] for r in partial["ranks"]] == [r["cpus"] for r in layout["ranks"]]

@@ -159,7 +159,7 @@ def test_prometheus_textfile_parses_and_says_what_drifts() -> None:
     assert drift == {"nvme.scheduler": 1, "irq.nic_local": 1, "bios.iommu": 0, "health.ib_port": 0,
                      "bios.pcie_link": 0}
     statuses = {s.labels["status"]: s.value for s in families["nodetune_findings"].samples}
-    assert statuses == {"ok": 0, "drift": 2, "not_applicable": 1, "unsupported": 1, "waived": 1}
+    assert statuses == {"ok": 0, "drift": 2, "not_applicable": 1, "unsupported": 1, "waived": 1, "pending": 0}
     assert families["nodetune_drift"].type == "gauge"
     [stamp] = families["nodetune_last_verify_timestamp_seconds"].samples
     assert stamp.value == pytest.approx(1767225600.5)
@@ -169,7 +169,7 @@ def test_prometheus_series_do_not_grow_with_cpus_and_irqs() -> None:
     """A full-size node: <= 200 series, labels from the documented set only (no CPU or IRQ in a label)."""
     text = report.prometheus_text(_cpus_and_irqs(1152, 4000, 2), timestamp=1.0)
     samples = [s for family in parse(text).values() for s in family.samples]
-    assert len(samples) == 2 * 22 + 5 + 1 <= 200
+    assert len(samples) == 2 * 22 + 6 + 1 <= 200  # a count per status (6, pending too), the timestamp
     assert {name for s in samples for name in s.labels} <= set(report.PROMETHEUS_LABELS)
     targets = {s.labels["check"]: s.value for s in parse(text)["nodetune_drift_targets"].samples}
     assert targets["cpu.governor"] == 576 and targets["irq.nic_local"] == 4000
@@ -204,7 +204,7 @@ def test_group_findings_one_entry_per_id_with_compact_targets() -> None:
 # ------------------------------------------------------------------------------------------------ fleet
 def test_fleet_summary_counts_nodes_and_ranks_drift_ids_by_nodes() -> None:
     summary = report.fleet_summary(FLEET)
-    assert summary["counts"] == {"clean": 1, "drifted": 2, "failed": 2}
+    assert summary["counts"] == {"clean": 1, "drifted": 2, "pending": 0, "failed": 2}
     assert summary["clean"] == ["mi300x-01"]
     assert summary["drifted"] == {"mi250-01": ["nvme.scheduler"], "mi300x-02": ["irq.nic_local", "nvme.scheduler"]}
     assert set(summary["failed"]) == {"mi250-02", "mi250-03"}

@@ -32,6 +32,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils import (
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist, parse_cpulist
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_engine import tree_digest
@@ -182,14 +183,16 @@ def test_each_local_rank_gets_the_cpus_of_its_gpus_numa_node(tuned: Path, tmp_pa
     # one node-wide NIC selection on every rank: RCCL builds the node's rings from what each rank sees (issue 24.1)
     hcas = plan["env"]["NCCL_IB_HCA"].lstrip("=").split(",")
     assert sorted(hcas) == sorted(hca_numa(root)), "every rank must see all the node's HCAs"
-    assert plan["argv"] == [str(tmp_path / "bin/numactl"), f"--membind={numa}", "--", "python", "train.py"]
+    # the default memory policy: the GPU's node first, the others when it is full (issue 24 item 10)
+    assert plan["memory_policy"] == "preferred" and plan["memory_nodes"] == [numa]
+    assert plan["argv"] == [str(tmp_path / "bin/numactl"), f"--preferred={numa}", "--", "python", "train.py"]
 
 
 def test_ranks_are_disjoint_and_cover_every_gpu_once(tuned: Path) -> None:
     plans = []
     for rank in range(8):
         result = launch(tuned / LAUNCHER, "--table", str(tuned / TABLE), "--dry-run", "--", "true",
-                        env={"SLURM_LOCALID": str(rank)})
+                        env={"SLURM_LOCALID": str(rank), "PATH": "/nonexistent"})
         assert result.returncode == 0, result.stderr
         plans.append(json.loads(result.stdout))
     assert {p["rank_from"] for p in plans} == {"SLURM_LOCALID"}
@@ -198,7 +201,7 @@ def test_ranks_are_disjoint_and_cover_every_gpu_once(tuned: Path) -> None:
     for plan in plans:
         assert not seen & set(plan["cpus"])
         seen |= set(plan["cpus"])
-    assert all(p["membind"] is None for p in plans)  # no numactl on that PATH
+    assert all(p["numactl"] is None for p in plans)  # no numactl on that PATH
 
 
 def test_the_launcher_really_binds_and_execs_without_a_shell(tmp_path: Path) -> None:
@@ -226,7 +229,7 @@ def test_the_launcher_really_binds_and_execs_without_a_shell(tmp_path: Path) -> 
         # the rank's values win, except the job's own NIC selection; the rest passes through; a stale table's
         # GOMP_CPU_AFFINITY is dropped
         assert seen["env"] == {**entry["env"], "GOMP_CPU_AFFINITY": None, "KEEP": "mine", "NCCL_IB_HCA": "=mlx5_9"}
-        assert (tmp_path / "numactl.args").read_text().startswith("--membind=0 -- ")
+        assert (tmp_path / "numactl.args").read_text().startswith("--preferred=0 -- ")
     assert not list(tmp_path.glob("PWNED*"))
 
     # without numactl: a warning, and the command still runs bound to its CPUs
@@ -234,7 +237,7 @@ def test_the_launcher_really_binds_and_execs_without_a_shell(tmp_path: Path) -> 
     result = subprocess.run([sys.executable, str(launcher), "--keep-env", "NCCL_IB_HCA", "--", sys.executable, "-c",
                              probe], capture_output=True, text=True, env=env, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
-    assert "numactl not found: memory is not bound to NUMA node 0" in result.stderr
+    assert "numactl not found: memory policy preferred on NUMA node 0 not set" in result.stderr
     seen = json.loads(result.stdout)
     assert seen["cpus"] == ranks[0]["cpus"] and seen["env"]["NCCL_IB_HCA"] == "=mlx5_9"  # --keep-env
 
@@ -384,6 +387,230 @@ def test_no_gpu_no_launcher(tmp_path: Path) -> None:
     assert any("no GPU ranks" in note for note in state.context.notes)
     state = node.load(str(tmp_path / "cpu-only"), {"rocm_env": dict(DEFAULTS)})
     assert state.settings == []
+
+
+# ------------------------------------------------------------------------------------------------ the GPU it will use
+def rocr_gpus(root: Root) -> list[tuple[str, str]]:
+    """ROCr's GPUs in ROCr's order, straight from the tree: the KFD nodes with SIMDs by node id, each GPU's PCI
+    address from location_id, and its UUID from amdgpu's own unique_id file (hex), not from KFD's."""
+    out = []
+    nodes = "sys/class/kfd/kfd/topology/nodes"
+    for kfd_node in sorted(root.listdir(nodes), key=int):
+        props = dict(line.split(" ", 1) for line in (root.read(f"{nodes}/{kfd_node}/properties") or "").splitlines())
+        if int(props["simd_count"]) == 0:
+            continue
+        location = int(props["location_id"])
+        bdf = f"{int(props['domain']):04x}:{location >> 8:02x}:{(location >> 3) & 0x1F:02x}.{location & 7:x}"
+        out.append((bdf, "GPU-" + (root.read(f"sys/bus/pci/devices/{bdf}/unique_id") or "")))
+    return out
+
+
+def test_the_table_lists_rocrs_gpus_with_their_uuids(tuned: Path) -> None:
+    root = Root(str(tuned))
+    table = json.loads((tuned / TABLE).read_text())
+    expected = rocr_gpus(root)
+    assert len(expected) == 8 and all(len(uuid) == 20 for _bdf, uuid in expected)
+    assert [(d["index"], d["gpu"], d["uuid"]) for d in table["devices"]] == [
+        (i, bdf, uuid) for i, (bdf, uuid) in enumerate(expected)]
+    rank_of_gpu = {e["gpu"]: e["rank"] for e in table["ranks"]}
+    assert all(d["rank"] == rank_of_gpu[d["gpu"]] for d in table["devices"])
+    assert table["memory_policy"] == "preferred"
+
+
+ROCR, HIP, CUDA, STEP = "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS"
+FOLLOW_CASES = {
+    # name: (environment, ROCr index of the GPU the process uses, what decided it, the warning or None)
+    "rocr index, another local rank": ({"LOCAL_RANK": "0", ROCR: "3"}, 3, ROCR, "LOCAL_RANK=0 is GPU"),
+    "rocr uuid, no rank variable": ({ROCR: "{uuid5}"}, 5, ROCR, None),
+    "rocr uuid in capitals": ({ROCR: "{UUID2}"}, 2, ROCR, None),
+    "rocr hex index (strtol)": ({"LOCAL_RANK": "3", ROCR: "0x3"}, 3, ROCR, None),
+    "hip within rocr": ({"SLURM_LOCALID": "0", ROCR: "4,6", HIP: "1"}, 6, f"{ROCR} and {HIP}",
+                        "SLURM_LOCALID=0 is GPU"),
+    "cuda when hip is empty": ({"LOCAL_RANK": "2", HIP: "", CUDA: "2"}, 2, CUDA, None),
+    "slurm device cgroup: local indexes": ({"SLURM_LOCALID": "1", STEP: "6,7", ROCR: "0,1"}, 7, f"{STEP} and {ROCR}",
+                                           "SLURM_LOCALID=1 is GPU"),
+    "slurm without cgroup: node indexes": ({"SLURM_LOCALID": "0", STEP: "6,7", ROCR: "6,7"}, 6, ROCR,
+                                           "SLURM_LOCALID=0 is GPU"),
+    "slurm step gpus alone": ({"SLURM_LOCALID": "5", STEP: "5"}, 5, STEP, None),
+    "several visible: device LOCAL_RANK": ({"LOCAL_RANK": "2", ROCR: "0,1,2,3"}, 2, ROCR, None),
+    "several visible, rank beyond: the first": ({"LOCAL_RANK": "5", ROCR: "1,0"}, 1, ROCR,
+                                                "the first of the 2 it sees"),
+    "cuda list indexing rocr's: no gpu": ({"SLURM_LOCALID": "3", ROCR: "4,5", CUDA: "4,5"}, 3, None,
+                                          "this process sees no GPU"),
+}
+
+
+@pytest.mark.parametrize("case", FOLLOW_CASES)
+def test_the_launcher_follows_the_gpu_the_process_will_use(tuned: Path, case: str) -> None:
+    """Issue 24 item 10 / issue 27 item 2: ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES (CUDA_VISIBLE_DEVICES) and
+    Slurm's SLURM_STEP_GPUS decide the GPU, read as ROCr and HIP read them; a local rank that names another GPU is
+    a warning; where the variables leave no GPU (HIP would find none) the local rank decides, with a warning."""
+    tree = Root(str(tuned))
+    gpus = rocr_gpus(tree)
+    env, index, decided, warning = FOLLOW_CASES[case]
+    env = {k: v.format(uuid5=gpus[5][1], UUID2=gpus[2][1].upper()) for k, v in env.items()}
+    result = launch(tuned / LAUNCHER, "--table", str(tuned / TABLE), "--dry-run", "--", "true", env=env)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    bdf = gpus[index][0]
+    entry = next(e for e in json.loads((tuned / TABLE).read_text())["ranks"] if e["gpu"] == bdf)
+    assert (plan["gpu"], plan["rank"], plan["cpus"], plan["gpu_from"]) == (bdf, entry["rank"], entry["cpus"], decided)
+    assert set(plan["cpus"]) <= node_cpus(tree, amd_gpus(tree)[bdf])
+    if warning is None:
+        assert plan["warnings"] == [] and result.stderr == ""
+    else:
+        assert len(plan["warnings"]) == 1 and warning in plan["warnings"][0], plan["warnings"]
+        assert warning in result.stderr and "Traceback" not in result.stderr
+
+
+def test_gpu_variables_that_leave_no_gpu_and_no_rank_are_an_error(tuned: Path) -> None:
+    result = launch(tuned / LAUNCHER, "--table", str(tuned / TABLE), "--", "true", env={ROCR: ""})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "with ROCR_VISIBLE_DEVICES= this process sees no GPU" in result.stderr
+    assert "no local rank: none of LOCAL_RANK" in result.stderr
+
+
+def devices(count: int, shared: int = 0) -> list[dict[str, Any]]:
+    """ROCr's GPU list for the filter tests; the last ``shared`` share one unique_id, as CPX partitions do."""
+    out = [{"index": i, "gpu": f"0000:{i:02x}:00.0", "uuid": f"GPU-{0x6c3b00 + i:016x}", "rank": i}
+           for i in range(count)]
+    for device in out[count - shared:]:
+        device["uuid"] = out[count - shared]["uuid"]
+    return out
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("3,1", [3, 1]),
+    ("0x2,07", [2, 7]),                       # strtol with base 0: hex and octal
+    (" 4 , 5", [4, 5]),                       # entries are trimmed
+    ("2,", [2]),                              # nothing after a trailing comma
+    ("1,1,2", [1]),                           # a repeated index ends the list
+    ("1,9,2", [1]),                           # so does one out of range
+    ("1,x,2", [1]),                           # and one that is no number
+    ("1,,2", [1]),                            # and an empty one
+    ("", []),                                 # set but empty: no GPU at all
+    ("0,1,2,3,4,5,6,7,0", list(range(8))),    # at most as many entries as GPUs are read
+    ("gpu-00000000006c3b03,0", [3, 0]),       # a UUID, whatever its case
+    ("GPU-00000000006C3B0", []),              # a prefix of several GPUs' UUIDs names none
+    ("GPU-", []),                             # shorter than 5 characters
+])
+def test_rocr_visible_devices_is_read_as_rocr_reads_it(value: str, expected: list[int]) -> None:
+    """ROCR-Runtime's RvdFilter (runtime/hsa-runtime/core/runtime/amd_filter_device.cpp)."""
+    assert [d["index"] for d in rank_bind.rocr_filter(devices(8), value)] == expected
+
+
+def test_a_cpx_partitions_uuid_names_no_gpu_on_the_real_capture() -> None:
+    """The real MI300X CPX capture (ROCm k8s-device-plugin testdata): KFD gives each of a GPU's partitions the
+    GPU's unique_id, so ROCr finds several GPUs for its UUID and ends the list there; indexes still work."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
+    from ansible_collections.nodetune.instinct.plugins.module_utils.area_rocm_env import rocr_devices
+    from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+
+    from tests import realdata
+
+    root = realdata.kfd_root()
+    listed = rocr_devices(Context(Root(str(root)), discover(str(root)), {}), [])
+    assert [d["kfd_node"] for d in listed] == list(range(2, 65)) and [d["index"] for d in listed] == list(range(63))
+    first = [d for d in listed if d["gpu"] == "0000:05:00.0"]
+    assert len(first) == 8 and len({d["uuid"] for d in first}) == 1 and first[0]["uuid"].startswith("GPU-")
+    assert rank_bind.rocr_filter(listed, first[0]["uuid"]) == []
+    assert rank_bind.rocr_filter(listed, "9,0") == [listed[9], listed[0]]
+    assert rank_bind.rocr_filter(devices(4, shared=2), "GPU-00000000006c3b02") == []
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("1", [6]),
+    ("1,0", [6, 4]),
+    ("1,1,0", [6, 4]),                        # a repeated index is skipped
+    ("01", []),                               # an index must be written as the number itself
+    ("2", []),                                # indexes count what ROCr exposes, not the node's GPUs
+    ("0,5,1", [4]),                           # the first bad entry ends the list
+    ("GPU-00000000006c3b06", [6]),            # a UUID, in ROCr's lower-case hex
+    ("GPU-00000000006C3B06", []),             # HIP's UUID match is case-sensitive
+])
+def test_hip_visible_devices_indexes_what_rocr_exposes(value: str, expected: list[int]) -> None:
+    """ROCm/clr's Device::init (rocclr/device/rocm/rocdevice.cpp) on top of ROCR_VISIBLE_DEVICES=4,6."""
+    exposed = rank_bind.rocr_filter(devices(8), "4,6")
+    assert [d["index"] for d in rank_bind.hip_filter(exposed, value)] == expected
+
+
+# ------------------------------------------------------------------------------------------------ memory policy
+def test_the_memory_policy_is_preferred_and_a_job_may_choose_another(tuned: Path, tmp_path: Path) -> None:
+    """Strict --membind OOMs a rank once its node is full (an MI250 NPS4 node holds an eighth of the memory):
+    the table's default is preferred; --memory-policy picks another for one job; a bad value is refused."""
+    bin_dir = fake_numactl(tmp_path)
+    entry = next(e for e in json.loads((tuned / TABLE).read_text())["ranks"] if e["rank"] == 4)
+    numa = entry["numa_node"]
+    seen = {}
+    for policy in (None, "membind", "interleave", "none", "preferred"):
+        args = ["--memory-policy", policy] if policy else []
+        result = launch(tuned / LAUNCHER, "--table", str(tuned / TABLE), *args, "--dry-run", "--", "true",
+                        env={"LOCAL_RANK": "4", "PATH": str(bin_dir)})
+        assert result.returncode == 0, result.stderr
+        plan = json.loads(result.stdout)
+        seen[policy] = plan["argv"][1:-2] if plan["numactl"] else []
+        assert plan["memory_policy"] == (policy or "preferred")
+    assert seen == {None: [f"--preferred={numa}"], "preferred": [f"--preferred={numa}"],
+                    "membind": [f"--membind={numa}"], "interleave": [f"--interleave={numa}"], "none": []}
+    bad = launch(tuned / LAUNCHER, "--table", str(tuned / TABLE), "--memory-policy", "strict", "--", "true",
+                 env={"LOCAL_RANK": "4"})
+    assert bad.returncode == 2 and "--memory-policy: invalid choice: 'strict'" in bad.stderr
+    assert "preferred" in bad.stderr and "interleave" in bad.stderr
+
+
+def mi250_spec() -> dict[str, Any]:
+    """The lab's MI250 node (2 sockets in NPS4: 8 NUMA nodes), small: 2 GCDs, 16 cores per socket."""
+    spec = yaml.safe_load((REPO / "inventories/lab/specs/mi250.yml").read_text())
+    spec["cpu"].update(caches=False, cores_per_socket=16, cores_per_l3=4)
+    spec["nvme"], spec["gpus"] = spec["nvme"][:1], spec["gpus"][:2]
+    return spec
+
+
+def test_the_memory_policy_setting_reaches_the_table_and_a_bad_value_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "mi250"
+    simnode.build(mi250_spec(), str(root))
+    config = dict(CONFIG, nodetune_rocm_bind_memory_policy="interleave")
+    state = node.load(str(root), {"rocm_env": config})
+    table = json.loads(next(s for s in state.settings if s.id == "rocm.ranks").value)
+    assert table["memory_policy"] == "interleave"
+    tree = Root(str(root))
+    package_of = {int(n[4:]): tree.read(f"sys/devices/system/cpu/cpu{min(node_cpus(tree, int(n[4:])))}/topology/"
+                                         "physical_package_id")
+                  for n in tree.listdir("sys/devices/system/node") if n.startswith("node")}
+    assert len(package_of) == 8  # NPS4
+    for entry in table["ranks"]:
+        socket = sorted(n for n, package in package_of.items() if package == package_of[entry["numa_node"]])
+        assert len(socket) == 4 and entry["interleave_nodes"] == socket
+        assert entry["numactl"] == [f"--physcpubind={entry['cpulist']}", f"--interleave={format_cpulist(socket)}"]
+    before = tree_digest(root)
+    with pytest.raises(SettingError) as refused:
+        node.load(str(root), {"rocm_env": dict(CONFIG, nodetune_rocm_bind_memory_policy="strict")})
+    assert ("nodetune_rocm_bind_memory_policy='strict' is not valid: choose one of preferred, membind, interleave, "
+            "none") in str(refused.value)
+    assert tree_digest(root) == before
+
+
+def test_each_memory_policy_reaches_the_process_through_the_real_numactl(tmp_path: Path) -> None:
+    """On this machine's kernel: the policy the exec'd program runs under, from its /proc/self/numa_maps (the
+    task's policy where a mapping has none of its own: fs/proc/task_mmu.c, show_numa_map)."""
+    numactl = shutil.which("numactl")
+    if numactl is None or not Path("/sys/devices/system/node/node0").is_dir():
+        pytest.skip("needs numactl (Debian: apt-get install numactl) and NUMA node 0")
+    allowed = sorted(os.sched_getaffinity(0))
+    table = tmp_path / "ranks.json"
+    table.write_text(rank_bind.table_text([{"rank": 0, "gpu": "0000:05:00.0", "numa_node": 0, "cpus": allowed,
+                                            "interleave_nodes": [0], "env": {}}], memory_policy="membind"))
+    probe = "print(open('/proc/self/numa_maps').readline().split()[1])"
+    seen = {}
+    for policy in (None, "preferred", "interleave", "none"):
+        args = ["--memory-policy", policy] if policy else []
+        result = subprocess.run([sys.executable, str(REPO / "collection/ansible_collections/nodetune/instinct/plugins"
+                                                     "/module_utils/rank_bind.py"), "--table", str(table), *args,
+                                 "--", sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                                env={"LOCAL_RANK": "0", "PATH": os.path.dirname(numactl)}, check=False)
+        assert result.returncode == 0, result.stderr
+        seen[policy] = result.stdout.strip()
+    assert seen == {None: "bind:0", "preferred": "prefer:0", "interleave": "interleave:0", "none": "default"}
 
 
 # ------------------------------------------------------------------------------------------------ slow: full size

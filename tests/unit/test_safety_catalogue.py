@@ -31,9 +31,10 @@ from typing import Any
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import audit, engine, node, rootfs, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import TAGS as AREA_TAGS
 from ansible_collections.nodetune.instinct.plugins.module_utils.bios import BiosConfigError
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import WaiverError
-from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpumask
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpulist, parse_cpumask
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import InvalidValueError, NodeFileError, Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting, SettingError
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
@@ -72,6 +73,12 @@ def entry_state(path: Path, rel: str) -> str:
         return "link:" + os.readlink(full)
     if full.is_dir():
         return "dir"
+    if rel.startswith("proc/irq/") and full.name in ("effective_affinity", "effective_affinity_list"):
+        # The kernel's choice, not nodetune's: a reverted IRQ stays on the CPU it was pinned to while the restored
+        # mask holds it (arch/x86/kernel/apic/vector.c, assign_vector_locked()). It only has to lie in the mask.
+        effective = (parse_cpumask(full.read_text()) if full.name == "effective_affinity"
+                     else parse_cpulist(full.read_text()))
+        return f"effective in mask:{set(effective) <= set(parse_cpumask((full.parent / 'smp_affinity').read_text()))}"
     if rel.startswith("proc/irq/") and full.name in MASKS:
         return f"cpus:{parse_cpumask(full.read_text())}"
     return f"{full.stat().st_mode & 0o7777:o}:{hashlib.sha256(full.read_bytes()).hexdigest()}"
@@ -311,7 +318,7 @@ MISSPELT = [
     ("tag upper case", {"ansible_run_tags": ["NVME"]}, "--tags NVME selects no nodetune area; did you mean nvme?"),
     ("tag Cyrillic e", {"ansible_run_tags": ["nvmе"]},
      "--tags nvmе selects no nodetune area; did you mean nvme? (it holds U+0435 CYRILLIC SMALL LETTER IE; valid "
-     "tags: smt, cpu, irq_affinity, infiniband, nvme, sysctl, rocm_env, bios_check, all, apply, verify)"),
+     "tags: " + ", ".join(AREA_TAGS) + ")"),  # every declared area's, then bios_check, all, apply, verify
     ("tag unknown", {"ansible_run_tags": ["nvm"]}, "--tags nvm selects no nodetune area; did you mean nvme?"),
     ("tag misspelt beside a real one", {"ansible_run_tags": ["nvme", "CPU"]}, "--tags CPU selects no nodetune area"),
     ("skip tag upper case", {"ansible_skip_tags": ["SMT"]}, "--skip-tags SMT selects no nodetune area"),

@@ -77,7 +77,30 @@ def test_apply_and_revert_of_a_small_mi300x_node_leave_it_byte_identical(sixteen
     finally:
         use_backend(None)
     after = tree_digest(sixteen)
-    assert sorted(p for p in set(pristine) | set(after) if pristine.get(p) != after.get(p)) == []
+    changed = sorted(p for p in set(pristine) | set(after) if pristine.get(p) != after.get(p))
+    # An IRQ stays on the CPU it was pinned to when the wider mask is written back (the_kernel_keeps_an_irq_...):
+    # effective_affinity is the kernel's choice, never restored; it only has to lie inside the restored mask.
+    assert [p for p in changed if not p.endswith(("/effective_affinity", "/effective_affinity_list"))] == []
+    for path in changed:
+        if path.endswith("/effective_affinity_list"):
+            mask = parse_cpulist((sixteen / path).with_name("smp_affinity_list").read_text())
+            assert set(parse_cpulist((sixteen / path).read_text())) <= set(mask), path
+
+
+def test_the_kernel_keeps_an_irq_on_its_cpu_when_the_new_mask_holds_it(sixteen: Path) -> None:
+    # arch/x86/kernel/apic/vector.c, assign_vector_locked(): "If the current target CPU is online and in the new
+    # requested affinity mask, there is no point in moving the interrupt" - so a revert to the wide mask leaves it
+    irq = movable_irq(sixteen)
+    base = sixteen / "proc/irq" / str(irq)
+    wide = (base / "smp_affinity_list").read_text().strip()
+    kernel = sim_root(str(sixteen))
+    kernel.write(f"proc/irq/{irq}/smp_affinity_list", "5")
+    assert (base / "effective_affinity_list").read_text().strip() == "5"
+    kernel.write(f"proc/irq/{irq}/smp_affinity_list", wide)
+    assert (base / "smp_affinity_list").read_text().strip() == wide
+    assert (base / "effective_affinity_list").read_text().strip() == "5"
+    kernel.write(f"proc/irq/{irq}/smp_affinity_list", "6-7")  # not in the new mask: the allocator picks one of it
+    assert (base / "effective_affinity_list").read_text().strip() in ("6", "7")
 
 
 # ------------------------------------------------------------------------------------------ 16.8 no escape

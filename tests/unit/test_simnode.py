@@ -431,8 +431,18 @@ def test_gpu_pci_bars_drm_and_hwmon(lab):
     card = root / "sys/class/drm/card1/device"
     assert os.path.realpath(card) == os.path.realpath(dev)
     hwmon = next((dev / "hwmon").iterdir())
-    assert 20000 <= int(read(hwmon, "temp1_input")) <= 100000  # millidegrees
+    assert 20000 <= int(read(hwmon, "temp2_input")) <= 100000  # millidegrees
     assert 10 ** 6 <= int(read(hwmon, "power1_average")) <= 1000 * 10 ** 6  # microwatts
+    # amdgpu_pm.c never shows an MI300X's (GC 9.4.3) edge sensor; its limits from 6.7 on (the spec runs 6.12)
+    assert not list(hwmon.glob("temp1_*")) and read(hwmon, "temp2_label") == "junction\n"
+    assert {p.name for p in hwmon.glob("temp*_[ce][rm]*")} == {"temp2_crit", "temp2_emergency", "temp3_crit",
+                                                                "temp3_emergency"}
+    # gpu_metrics: the binary table amdgpu returns, v1.7 on MI300X (smu_v13_0_6), v1.3 on MI250 (aldebaran)
+    assert (dev / "gpu_metrics").read_bytes()[:4] == (2208).to_bytes(2, "little") + bytes([1, 7])
+    mi250 = lab["mi250"][0] / "sys/bus/pci/devices/0000:26:00.0"
+    assert (mi250 / "gpu_metrics").read_bytes()[:4] == (120).to_bytes(2, "little") + bytes([1, 3])
+    assert read(next((mi250 / "hwmon").iterdir()), "temp1_label") == "edge\n"
+    assert read(mi250, "ras/xgmi_wafl_err_count") == "ue: 0\nce: 0\n"
 
 
 def test_infiniband_and_ethernet(lab):

@@ -59,20 +59,6 @@ def test_a_fresh_node_is_healthy(root: Path) -> None:
     assert statuses(found, "gpu_power_cap") == {"-": "not_applicable"}
 
 
-def test_a_missing_xgmi_link_is_drift(root: Path) -> None:
-    nodes = root / "sys/devices/virtual/kfd/kfd/topology/nodes"
-    removed = 0
-    for node in nodes.iterdir():
-        for link in sorted((node / "io_links").iterdir()):
-            if "type 11" in (link / "properties").read_text() and not removed:
-                shutil.rmtree(link)
-                removed += 1
-    assert removed == 1
-    found = run(root)
-    drift = [f for f in found if f["id"] == "health.xgmi_links" and f["status"] == "drift"]
-    assert len(drift) == 1 and "missing" in drift[0]["actual"]
-
-
 def test_uncorrectable_ras_errors_are_drift(root: Path) -> None:
     (gpu_dir(root) / "ras/umc_err_count").write_text("ue: 2\nce: 5\n")
     found = run(root)

@@ -9,6 +9,8 @@ role's task applies that area alone.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -222,7 +224,122 @@ def test_an_area_role_applies_its_area_alone() -> None:
 def test_the_tune_role_takes_every_area_the_tags_select() -> None:
     run = action(tune_action, {"root": "/srv/lab/node1"}, role="tune")
     run.run(task_vars=host(ansible_run_tags=["all"], ansible_skip_tags=["smt"]))
-    assert set(run.calls[0][1]["areas"]) == set(areas.AREAS) - {"smt"}
+    on = {name for name in areas.AREAS if areas.defaults(name)[areas.enabled_variable(name)]}  # opt-ins are off
+    assert {"limits", "slurm"} <= set(areas.AREAS) - on
+    assert set(run.calls[0][1]["areas"]) == on - {"smt"}
     only = action(tune_action, {"root": "/srv/lab/node1"}, role="tune")
     only.run(task_vars=host(ansible_run_tags=["nvme"]))
     assert list(only.calls[0][1]["areas"]) == ["nvme"] and only.calls[0][1]["bios"] == {}
+
+
+# ------------------------------------------------------------------------------------------------ issue 25 items 3, 8
+def test_nodetune_full_diff_asks_the_module_for_every_value() -> None:
+    """The diff is grouped and bounded unless nodetune_full_diff is true (apply and revert alike); a value that is
+    not a boolean is refused naming the variable, before any call."""
+    for state in ("present", "reverted"):
+        grouped = action(tune_action, {"root": "/srv/lab/node1", "state": state})
+        grouped.run(task_vars=host())
+        assert "full_diff" not in grouped.calls[0][1]
+        whole = action(tune_action, {"root": "/srv/lab/node1", "state": state})
+        whole.run(task_vars=host(nodetune_full_diff="true"))
+        assert whole.calls[0][1]["full_diff"] is True
+    for plugin in (tune_action, verify_action):
+        refused = action(plugin, {"root": "/srv/lab/node1"})
+        result = refused.run(task_vars=host(nodetune_full_diff="everything"))
+        assert result.get("failed") and refused.calls == []
+        assert "nodetune_full_diff='everything' is not valid: expected true or false" in result["msg"]
+
+
+def drifting_findings(count: int = 1700) -> list[dict[str, Any]]:
+    """A full-size node's findings, ten of them drifting in two checks (as the verify module returns them)."""
+    findings = [{"id": "irq.nic_local", "target": f"irq {n}", "expected": str(n % 96), "actual": str(n % 96),
+                 "status": "ok", "severity": "medium", "source": "setting", "waiver": None,
+                 "remedy": "run the nodetune apply (site.yml or playbooks/apply.yml, --tags irq_affinity) to restore "
+                           "it; NIC completion vector pinned to a core of its NUMA node"} for n in range(count - 10)]
+    findings += [{"id": "cpu.governor", "target": f"cpu{n}", "expected": "performance", "actual": "powersave",
+                  "status": "drift", "severity": "high", "source": "setting", "waiver": None,
+                  "remedy": "run the nodetune apply to restore it"} for n in range(3, 11)]
+    findings += [{"id": "bios.iommu", "target": target, "expected": "pci=realloc=off", "actual": "absent",
+                  "status": "drift", "severity": "medium", "source": "bios", "waiver": None,
+                  "remedy": "add pci=realloc=off to the kernel command line"} for target in ("pci=realloc", "iommu")]
+    return findings
+
+
+def module_audit(findings: list[dict[str, Any]]) -> dict[str, Any]:
+    """The verify module's result in the compact transport the actions ask for (findings as one JSON text)."""
+    drift = sorted({f["id"] for f in findings if f["status"] == "drift"})
+    summary = {"counts": {"ok": len(findings) - 10, "drift": 10, "not_applicable": 0, "unsupported": 0,
+                          "waived": 0}, "drift": True, "drift_ids": drift}
+    report = {"schema": 1, "node": "node1", "root": "/srv/lab/node1", "timestamp": 1767225600.0,
+              "generated_at": "2026-01-01T00:00:00Z", "summary": summary, "platform": {}, "notes": [],
+              "inventory": {}}
+    return {"changed": False, "drift": True, "findings": json.dumps(findings), "summary": summary,
+            "report": report, "notes": []}
+
+
+def returning(plugin: Any, args: dict[str, Any], result: dict[str, Any]) -> Any:
+    run = action(plugin, args)
+
+    def execute(module_name: str, module_args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        run.calls.append((module_name, module_args))
+        return json.loads(json.dumps(result))
+
+    run._execute_module = execute
+    return run
+
+
+def test_a_node_failed_for_drift_prints_a_bounded_result_and_loses_nothing(tmp_path: Path) -> None:
+    """verify.yml -e nodetune_verify_fail_on_drift=true printed one fatal line of 636,564 characters (every finding,
+    twice): the failed result is now under 4 KB - counts per check id, the first findings, the report file's path -
+    and the findings are read back from the report file by the fleet reports and the API."""
+    from ansible_collections.nodetune.instinct.plugins.filter.report import fleet_digests
+
+    from nodetune.api import _VERIFY, NodeResult, _absorb
+
+    findings = drifting_findings()
+    run = returning(verify_action, {"root": "/srv/lab/node1", "role_variables": True}, module_audit(findings))
+    result = run.run(task_vars=host(nodetune_verify_fail_on_drift=True, nodetune_report_dir=str(tmp_path)))
+    report_file = tmp_path / "nodes" / "node1.json"
+    assert result["failed"] and result["failed_on_drift"]
+    assert len(json.dumps(result)) < 4096, len(json.dumps(result))
+    assert result["msg"].startswith("nodetune verify found drift on node1: 10 finding(s) of 2 check(s) drift: "
+                                    "cpu.governor (8), bios.iommu (2); first: cpu.governor[cpu3]: expected "
+                                    "performance, found powersave; ")
+    assert result["msg"].endswith(f"; ...; every finding, with its remedy, is in {report_file}")
+    assert "findings" not in result and "report" not in result and result["findings_file"] == str(report_file)
+    assert len(json.loads(report_file.read_text())["findings"]) == 1700
+
+    digests, _facts = fleet_digests({"node1": {"nodetune_verify_result": result}}, ["node1"])
+    assert digests[0]["outcome"] == "ok" and digests[0]["totals"]["drift"] == 10
+    assert digests[0]["totals"]["ok"] == 1690
+    node = NodeResult(host="node1")
+    assert _absorb(node, _VERIFY, result) is None and len(node.findings) == 1700
+
+    # without a report file the result is the only copy: it keeps every finding, with the same message
+    kept = returning(verify_action, {"root": "/srv/lab/node1", "role_variables": True}, module_audit(findings))
+    whole = kept.run(task_vars=host(nodetune_verify_fail_on_drift=True, nodetune_verify_write_reports=False))
+    assert len(whole["findings"]) == 1700 and "no report file" in whole["msg"]
+
+
+def test_a_tune_failed_for_drift_moves_its_changes_beside_the_report(tmp_path: Path) -> None:
+    """site.yml with nodetune_verify_fail_on_drift: the tune result carries every change too (a fresh node: ~1,700
+    and the files whole). They go to <report dir>/tune/<host>.json; the apply summary reads them back."""
+    from ansible_collections.nodetune.instinct.plugins.filter.report import fleet_digests, nodetune_apply_summary
+
+    actions = [{"id": "cpu.governor", "target": f"cpu{n}", "path": f"/sys/devices/system/cpu/cpu{n}/cpufreq/"
+                "scaling_governor", "kind": "attr", "before": "powersave", "after": "performance",
+                "reboot_required": False, "disruptive": False, "reason": "performance governor"} for n in range(384)]
+    module = {"changed": True, "actions": actions, "reboot_required": False, "journal": "/var/lib/nodetune/j.json",
+              "settings": 1700, "layout": {}, "notes": [], "bios": [], "verify": module_audit(drifting_findings())}
+    run = returning(tune_action, {"root": "/srv/lab/node1", "verify": True}, module)
+    result = run.run(task_vars=host(nodetune_verify_fail_on_drift=True, nodetune_report_dir=str(tmp_path)))
+    assert result["failed"] and result["failed_on_drift"] and len(json.dumps(result)) < 4096
+    assert result["spill_file"] == str(tmp_path / "tune" / "node1.json") and "actions" not in result
+    assert result["verify"]["findings_file"] == str(tmp_path / "nodes" / "node1.json")
+    assert "cpu.governor (8), bios.iommu (2)" in result["msg"]
+
+    hostvars = {"node1": {"tune_result": result}}
+    summary = nodetune_apply_summary(hostvars, ["node1"])
+    assert summary["changes_by_id"] == [{"id": "cpu.governor", "nodes": 1, "values": 384}]
+    digests, _facts = fleet_digests(hostvars, ["node1"], "tune_result.verify")
+    assert digests[0]["totals"]["drift"] == 10

@@ -34,7 +34,8 @@ AREA_ROLES = ("smt", "cpu", "irq_affinity", "infiniband", "nvme", "sysctl", "roc
 
 SPEC = {
     "name": "mini300x",
-    "kernel": {"cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda ro iommu=pt pci=realloc=off"},
+    "kernel": {"cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda ro iommu=pt pci=realloc=off "
+                          "pci=disable_acs_redir=pci:1022:14ab;pci:1000:c030"},  # ACS redirect off with the IOMMU on
     "cpu": {"model": "EPYC 9654", "sockets": 2, "cores_per_socket": 8, "threads_per_core": 2,
             "cpufreq": {"driver": "amd-pstate-epp", "governor": "powersave", "epp": "balance_performance"}},
     "numa": {"per_socket": 1},
@@ -181,19 +182,22 @@ def test_bios_and_health_drift_on_a_badly_set_up_node(tmp_path: Path) -> None:
         ("health.gpu_temp", "0000:85:00.0"),
         ("health.gpu_power", "0000:85:00.0"),
         ("health.ib_port", "mlx5_0/1"),
+        # no pci=disable_acs_redir= on this command line: with the IOMMU on, the kernel turns ACS redirect on
+        *(("health.pcie_acs", device["bdf"]) for device in spec["gpus"] + spec["nics"]),
     }
 
 
 # ------------------------------------------------------------------------------------------------ the module
-def adhoc(module: str, args: dict, check: bool = False) -> tuple[int, dict]:
-    """rc and result of an ad-hoc module run; the result gets the run's output under "_output"."""
+def adhoc(module: str, args: dict, check: bool = False, diff: bool = False) -> tuple[int, dict]:
+    """rc and result of an ad-hoc module run; the result gets the run's output under "_output" (the diff too: the
+    callback prints it, not in the result)."""
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / "collection"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     argv = ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-e",
             f"ansible_python_interpreter={sys.executable}", "-e", "nodetune_lab_backend=simulated",
             "-m", module, "-a", json.dumps(args)]
-    proc = subprocess.run(argv + (["--check"] if check else []), capture_output=True, text=True, env=env, cwd=REPO,
-                          timeout=300)
+    proc = subprocess.run(argv + (["--check"] if check else []) + (["--diff"] if diff else []), capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=300)
     head, sep, body = proc.stdout.partition(" => ")
     assert sep, proc.stdout[-2000:] + proc.stderr[-2000:]
     return proc.returncode, dict(json.loads(body), _output=proc.stdout + proc.stderr)
@@ -209,12 +213,12 @@ def test_module_reports_writes_only_the_textfile_and_never_in_check_mode(tuned: 
                          "expires": "2999-12-31"}]}
 
     rc, res = adhoc("nodetune.instinct.verify", args, check=True)
-    assert rc == 0 and res["changed"] is False
-    assert res["textfile"] == {"path": "/" + textfile, "written": False, "reason": "check mode"}
+    assert rc == 0 and res["changed"] is True  # the textfile would be created (issue 25 item 8)
+    assert res["textfile"] == {"path": "/" + textfile, "written": False, "changed": True, "reason": "check mode"}
     assert tree_digest(tuned) == before
 
     rc, res = adhoc("nodetune.instinct.verify", args)
-    assert rc == 0 and res["changed"] is False and res["drift"] is True
+    assert rc == 0 and res["changed"] is True and res["drift"] is True
     assert res["summary"]["drift_ids"] == ["sysctl.vm.dirty_ratio"]
     assert res["summary"]["counts"]["waived"] == 1
     assert res["report"]["node"] == "mini300x-01" and res["report"]["platform"]["platform"] == "mi300x"
@@ -227,6 +231,65 @@ def test_module_reports_writes_only_the_textfile_and_never_in_check_mode(tuned: 
     assert drift["sysctl.kernel.numa_balancing"] == 0  # waived
     assert sum(drift.values()) == 1
     assert len(drift) == len({f["id"] for f in res["findings"]})  # one series per check id, not per target
+
+
+def test_the_textfile_is_a_change_only_when_its_metrics_change(tuned: Path) -> None:
+    """Issue 25 item 8: verify wrote the Prometheus textfile and reported changed=0. The file is rewritten at every
+    run (its timestamp sample and its mtime, node_exporter's node_textfile_mtime_seconds, say when the node was last
+    verified), but only new metrics are a change: a rerun that finds the node as before reports changed=0; check
+    mode says whether it would change and writes nothing; --diff shows the lines."""
+    textfile = tuned / "var/lib/node_exporter/textfile_collector/nodetune.prom"
+    args = {"root": str(tuned), "areas": AREAS, "node_name": "mini300x-01", "textfile_path": "/" + str(
+        textfile.relative_to(tuned)), "bios": {"nodetune_bios_check_enabled": False},
+        "health": {"nodetune_health_enabled": False}}
+
+    rc, res = adhoc("nodetune.instinct.verify", args)
+    assert rc == 0 and res["changed"] is True and res["textfile"]["written"] and textfile.exists()
+    first = textfile.read_text()
+    rc, res = adhoc("nodetune.instinct.verify", args)
+    assert rc == 0 and res["changed"] is False and res["textfile"] == {"path": args["textfile_path"],
+                                                                       "written": True, "changed": False}
+    again = textfile.read_text()
+    stamp = "nodetune_last_verify_timestamp_seconds "
+    assert [line for line in again.splitlines() if line.startswith(stamp)] != \
+        [line for line in first.splitlines() if line.startswith(stamp)]  # rewritten: fresh for staleness alerts
+    assert [line for line in again.splitlines() if not line.startswith(stamp)] == \
+        [line for line in first.splitlines() if not line.startswith(stamp)]
+
+    Root(str(tuned)).write("proc/sys/vm/dirty_ratio", "40")
+    rc, res = adhoc("nodetune.instinct.verify", args, check=True, diff=True)
+    assert rc == 0 and res["changed"] is True and res["textfile"]["written"] is False
+    assert textfile.read_text() == again  # check mode: not written
+    assert '-nodetune_drift{check="sysctl.vm.dirty_ratio"} 0' in res["_output"]
+    assert '+nodetune_drift{check="sysctl.vm.dirty_ratio"} 1' in res["_output"]
+    rc, res = adhoc("nodetune.instinct.verify", args)
+    assert rc == 0 and res["changed"] is True and 'nodetune_drift{check="sysctl.vm.dirty_ratio"} 1' in \
+        textfile.read_text()
+    rc, res = adhoc("nodetune.instinct.verify", args, check=True)
+    assert rc == 0 and res["changed"] is False
+
+
+def test_revert_in_check_mode_shows_what_it_would_restore(tmp_path: Path) -> None:
+    """Issue 25 item 8: revert's --check --diff showed no diff. The module now returns, for each journal entry, the
+    node's current value and the baseline it would restore, grouped and bounded like the apply's diff, and writes
+    nothing; nodetune_full_diff (the module's full_diff) gives every value."""
+    dest = tmp_path / "node"
+    simnode.build(SPEC, str(dest))
+    rc, res = adhoc("nodetune.instinct.tune", {"root": str(dest), "areas": AREAS})
+    assert rc == 0 and res["changed"]
+    tuned = tree_digest(dest)
+    rc, res = adhoc("nodetune.instinct.tune", {"root": str(dest), "state": "reverted"}, check=True, diff=True)
+    assert rc == 0 and res["changed"] and tree_digest(dest) == tuned
+    diff = res["_output"].split("+++ after: node (journal baseline)\n", 1)[1].split("\nlocalhost | ", 1)[0]
+    assert len(diff.splitlines()) + 2 <= 200
+    assert "-/sys/devices/system/cpu/cpu{16-31}/online (16 values) = 0" in diff
+    assert "+/sys/devices/system/cpu/cpu{16-31}/online (16 values) = 1" in diff
+    assert "-/proc/sys/kernel/numa_balancing = 0\n+/proc/sys/kernel/numa_balancing = 1" in diff
+    assert "+/etc/sysctl.d/90-nodetune-sysctl.conf = <absent>" in diff
+    rc, res = adhoc("nodetune.instinct.tune", {"root": str(dest), "state": "reverted", "full_diff": True},
+                    check=True, diff=True)
+    assert rc == 0 and "+/sys/devices/system/cpu/cpu17/online = 1" in res["_output"]
+    assert tree_digest(dest) == tuned
 
 
 def test_module_refuses_bad_variables_by_name(tuned: Path) -> None:

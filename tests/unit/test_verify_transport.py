@@ -81,7 +81,7 @@ def test_fleet_reports_in_one_call_equal_the_piped_filters(raw: bool) -> None:
     reports = filters.nodetune_fleet_reports(hostvars, hosts, top=1)
     assert reports["junit"] == filters.nodetune_junit(piped)
     assert reports["summary"] == filters.nodetune_fleet_summary(piped, 1)
-    assert reports["summary"]["counts"] == {"clean": 1, "drifted": 1, "failed": 1}
+    assert reports["summary"]["counts"] == {"clean": 1, "drifted": 1, "pending": 0, "failed": 1}
     assert filters.nodetune_fleet_reports(hostvars, hosts, junit=False)["junit"] is None
     assert "nodetune_fleet_reports" in filters.FilterModule().filters()
 

@@ -225,6 +225,10 @@ def _add_devices(topo: dict, spec: Spec, cpu_node_ids: list[int], node_cpus: dic
         for q in range(1, nvme.queues + 1):
             spread = [online[(q - 1) % len(online)]] if online else []
             add_irq(f"nvme{i}q{q}", "nvme_queue", bdf, True, spread)
+    # amdgpu_irq_init(): one vector per GPU PCI function, named "amdgpu", not managed; numbered last so that the
+    # other devices' IRQ numbers are those of the generator before GPU vectors existed
+    for gpu in topo["gpus"]:
+        add_irq("amdgpu", "gpu", gpu["bdf"], None, list(online_ids))
 
 
 def shuffled(topology: dict, seed: int) -> dict:

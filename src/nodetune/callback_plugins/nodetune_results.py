@@ -22,7 +22,8 @@ from ansible.module_utils.common.json import AnsibleJSONEncoder  # type: ignore[
 from ansible.plugins.callback import CallbackBase  # type: ignore[import-untyped]
 
 #: the modules whose results the API reads (the others are small and read from the events)
-RECORDED_ACTIONS = ("nodetune.instinct.tune", "nodetune.instinct.verify", "nodetune.instinct.topology_facts")
+RECORDED_ACTIONS = ("nodetune.instinct.tune", "nodetune.instinct.verify", "nodetune.instinct.topology_facts",
+                    "nodetune.instinct.fleet_report")  # its learned findings go to the nodes it names
 ENV_DIR = "NODETUNE_RESULTS_DIR"
 
 

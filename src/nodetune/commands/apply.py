@@ -40,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
     from nodetune.commands._shared import tags_of
     from nodetune.render import print_apply
 
+    if args.full_diff:  # the module's diff has every value only when asked: by default it is grouped and bounded
+        args.extra_vars = [*args.extra_vars, "nodetune_full_diff=true"]
     outcome = run_command("apply", args, api.apply, check=args.check, diff=True, tags=tags_of(args))
     if isinstance(outcome, int):
         return outcome

@@ -16,9 +16,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "bind",
         help="run a command as one local rank, on its GPU's CPUs and NUMA memory node (the rank table's entry)",
-        description="Run COMMAND as the local rank given by --rank or LOCAL_RANK/SLURM_LOCALID: CPU affinity, "
-                    "numactl --membind (where numactl exists) and the rank's environment from the node's rank table "
-                    "(written by the rocm_env area). The command is executed directly, without a shell.",
+        description="Run COMMAND on the CPUs and NUMA node of the GPU it will use (named by ROCR_VISIBLE_DEVICES, "
+                    "HIP_VISIBLE_DEVICES or SLURM_STEP_GPUS, else by --rank or LOCAL_RANK/SLURM_LOCALID): CPU "
+                    "affinity, the memory policy through numactl (where numactl exists; preferred by default) and "
+                    "the rank's environment from the node's rank table (written by the rocm_env area). The command "
+                    "is executed directly, without a shell.",
     )
     rank_bind.add_arguments(parser)
     parser.set_defaults(func=run)

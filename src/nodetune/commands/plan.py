@@ -161,7 +161,8 @@ def summary_lines(layout: dict[str, Any]) -> list[tuple[str, str]]:
     irqbalance = layout["irqbalance"]
     if irqbalance["mode"] == "ban":
         banned = _cpulist(irqbalance["banned_cpulist"] or [])
-        balance = f"ban: IRQBALANCE_BANNED_CPULIST={banned}, {len(irqbalance['banned_irqs'])} IRQs --banirq"
+        balance = (f"ban: IRQBALANCE_BANNED_CPULIST={banned}, {len(irqbalance['banned_irqs'])} IRQs banned by name "
+                   "(--policyscript)")
     else:
         balance = "stop and disable"
     if irqbalance["installed"] is False:

@@ -17,7 +17,12 @@ The shared logic is in ``plugin_utils/role_variables.py``; every role and variab
   (``--tags nvme``, ``--skip-tags smt``; ``--tags verify`` none, no call, unless the task also verifies).
 - ``verify: true`` (the tune role with ``nodetune_tune_verify``): the node is audited in the same module call right
   after the apply, with the verify role's variables; the node's JSON report is written on the controller and, with
-  ``nodetune_verify_fail_on_drift``, the host is failed when it drifts (after its report is written).
+  ``nodetune_verify_fail_on_drift``, the host is failed when it drifts (after its report is written), with a
+  bounded result: the message counts the drift per check id and shows the first findings, and the findings and the
+  apply's changes move to the node's report file and ``<report dir>/tune/<host>.json`` (``plugin_utils/
+  bounded_result.py``; the fleet reports and the API read them back from there).
+- ``nodetune_full_diff`` (a boolean): the module's diff has every value and every file whole, instead of the
+  grouped diff of at most 200 lines per node (``module_utils/diff_view.py``); for an apply and a revert alike.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,8 +33,9 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import bound_drift_failure, full_diff
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.lab_backend import module_for
-from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import finish_audit
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import decoded_findings, finish_audit
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.role_variables import (
     ALL_TAGS,
     VERIFY_TAGS,
@@ -89,6 +95,8 @@ class ActionModule(ActionBase):
         except RoleVariablesError as exc:
             result.update(failed=True, msg="nodetune: %s" % exc)
             return result
+        if full_diff(self, task_vars, errors) and "full_diff" not in args:
+            args["full_diff"] = True
         if errors:
             return refused(result, errors)
         if present and not args.get("areas") and not args.get("bios") and not args.get("verify") \
@@ -110,6 +118,11 @@ class ActionModule(ActionBase):
             # The findings stay one JSON text in the registered result (verify.findings; the report files and the
             # fleet reports decode it): carried as dicts they cost Ansible more controller CPU than the audit.
             finish_audit(result, result["verify"], controller)
+            if result.get("failed_on_drift"):
+                audit = result["verify"]
+                findings = decoded_findings(audit) if isinstance(audit.get("findings"), str) else audit.get("findings")
+                bound_drift_failure(result, audit, findings or [], controller.get("report_file"),
+                                    task_vars.get("inventory_hostname"))
         return result
 
     def _audit_scope(self, variables, args, errors):

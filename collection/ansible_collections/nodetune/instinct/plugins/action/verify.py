@@ -22,6 +22,11 @@ every task costs a worker process per host, and a large value templated per host
   the tune action takes them for ``verify: true``. Options given in the task win.
 - ``fail_on_drift`` (not sent to the node): the host fails when it drifts, after its report is written, with
   ``failed_on_drift: true`` in the result so that the fleet reports count it as drifted.
+- A host failed for drift gets a bounded result: the message counts the drift per check id and shows the first
+  findings; the findings themselves are in the node's report file (``findings_file``), not in the printed line
+  (``plugin_utils/bounded_result.py``; the fleet reports and the API read them back from there).
+- The module's diff (the Prometheus textfile's, when its metrics change) is kept to 200 lines unless
+  ``nodetune_full_diff`` is true.
 - Transport: the module is asked for ``findings_format: json`` (the findings as one JSON text, the report without
   them), and this plugin puts the decoded list back into ``findings`` and ``report``: returning the findings as
   dicts costs more controller CPU per node (Ansible walks every value of a result to hide no_log values).
@@ -34,6 +39,8 @@ __metaclass__ = type
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.nodetune.instinct.plugins.module_utils import diff_view
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import bound_drift_failure, full_diff
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import (
     expand_findings,
     finish_audit,
@@ -86,6 +93,7 @@ class ActionModule(ActionBase):
         except RoleVariablesError as exc:
             result.update(failed=True, msg="nodetune: %s" % exc)
             return result
+        whole_diff = full_diff(self, task_vars, errors)
         if errors:
             return refused(result, errors)
         if "fail_on_drift" in controller:
@@ -98,4 +106,9 @@ class ActionModule(ActionBase):
         if compact:
             expand_findings(result)
         finish_audit(result, result, controller)
+        if isinstance(result.get("diff"), dict) and not whole_diff:
+            result["diff"] = diff_view.bounded_text(result["diff"])
+        if result.get("failed_on_drift"):
+            bound_drift_failure(result, result, result.get("findings") or [], controller.get("report_file"),
+                                task_vars.get("inventory_hostname"))
         return result

@@ -17,6 +17,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import outliers as _outliers
 from ansible_collections.nodetune.instinct.plugins.module_utils import report as _report
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import restored
 
 DEFAULT_VAR = "nodetune_verify_result"
 
@@ -61,7 +62,8 @@ def iter_verify_results(hostvars: Any, hosts: List[str], var: str = DEFAULT_VAR)
             result = _nested(host_vars.get(name), inner) if hasattr(host_vars, "get") else None
             result = _plain(result) if result is not None else None
         # else: stored data, plain already: never mutated here, so not copied
-        yield str(host), _with_findings(result)
+        # a host failed for drift keeps its findings (and a tune result its changes) in the run's files
+        yield str(host), _with_findings(restored(result))
 
 
 def fleet_digests(hostvars: Any, hosts: List[str], var: str = DEFAULT_VAR

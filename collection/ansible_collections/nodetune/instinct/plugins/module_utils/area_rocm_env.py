@@ -35,7 +35,11 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.area_common impo
     want_list,
     want_str,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
+    format_cpulist,
+    parse_int,
+    parse_key_value,
+)
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import FILE, Setting
 
 AREA = "rocm_env"
@@ -55,6 +59,7 @@ WRONG_NAMES = catalog.WRONG_NAMES
 NO_EFFECT_WHY = catalog.NO_EFFECT_WHY
 # No '=' in here: RCCL would read a comment line holding one as a variable.
 HEADER = "# Managed by nodetune (rocm_env area). Local changes are reported as drift and overwritten.\n"
+KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
 _NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -178,12 +183,26 @@ def origin_line(profile: str, node: Dict[str, str], user: Dict[str, str]) -> str
     return "; ".join(parts)
 
 
-def rank_entries(ctx: Context, nics: Dict[str, str], user: Dict[str, str]) -> List[Dict[str, Any]]:
+def socket_nodes(ctx: Context, numa_node: Any) -> List[int]:
+    """The NUMA nodes with CPUs on the socket of ``numa_node`` (what the interleave memory policy spreads over)."""
+    packages: Dict[int, set] = {}
+    for cpu in ctx.topology.get("cpus") or []:
+        if cpu.get("numa_node") is not None and cpu.get("package") is not None:
+            packages.setdefault(cpu["numa_node"], set()).add(cpu["package"])
+    home = packages.get(numa_node)
+    if not home:
+        return [numa_node] if isinstance(numa_node, int) else []
+    return sorted(node for node, where in packages.items() if where & home)
+
+
+def rank_entries(ctx: Context, nics: Dict[str, str], user: Dict[str, str],
+                 memory_policy: str = rank_bind.DEFAULT_MEMORY_POLICY) -> List[Dict[str, Any]]:
     """The rank table from the Layout: CPUs, NUMA node and environment of each local rank.
 
     ``nics``: the node-wide NIC lists, the same for every rank: RCCL builds a node's rings from the NICs each
     rank sees, so per-rank lists break them (NVIDIA/nccl#1478); nodetune-bind lets the job's own value win.
-    A variable the user set node-wide in nodetune_rocm_env is left out of the ranks (theirs applies)."""
+    A variable the user set node-wide in nodetune_rocm_env is left out of the ranks (theirs applies).
+    ``numactl``: the command line that binds the rank by hand the way nodetune-bind does, with ``memory_policy``."""
     entries = []
     for rank in ctx.layout.get("ranks") or []:
         # RANK_CPU_NAMES only: a Layout saved by an older nodetune still carries per-rank NIC lists
@@ -193,10 +212,49 @@ def rank_entries(ctx: Context, nics: Dict[str, str], user: Dict[str, str]) -> Li
         for key, value in RANK_EXTRA_ENV.items():
             if key not in user:
                 env[key] = value
-        entries.append({"rank": rank["rank"], "gpu": rank.get("gpu"), "partition": rank.get("partition"),
-                        "numa_node": rank.get("numa_node"), "cpus": sorted(rank["cpus"]),
-                        "cpulist": format_cpulist(rank["cpus"]), "numactl": rank.get("numactl"), "env": env})
+        entry = {"rank": rank["rank"], "gpu": rank.get("gpu"), "partition": rank.get("partition"),
+                 "kfd_node": rank.get("kfd_node"), "numa_node": rank.get("numa_node"), "cpus": sorted(rank["cpus"]),
+                 "cpulist": format_cpulist(rank["cpus"]), "env": env}
+        entry["interleave_nodes"] = [] if entry["numa_node"] is None else socket_nodes(ctx, entry["numa_node"])
+        numactl = ["--physcpubind=%s" % entry["cpulist"]]
+        nodes = rank_bind.memory_nodes(entry, memory_policy)
+        if nodes:
+            numactl.append(rank_bind.NUMACTL_OPTIONS[memory_policy] % format_cpulist(nodes))
+        entry["numactl"] = numactl
+        entries.append(entry)
     return entries
+
+
+def kfd_uuid(ctx: Context, node: int) -> Any:
+    """ROCr's UUID of a KFD GPU node: "GPU-" and the node's unique_id in 16 lower-case hex digits
+    (ROCR-Runtime amd_gpu_agent.cc, HSA_AMD_AGENT_INFO_UUID); None where the unique_id is 0 or missing. KFD prints
+    it in decimal (kfd_topology.c, sysfs_show_64bit_prop)."""
+    props = parse_key_value(ctx.root.read("%s/%d/properties" % (KFD_NODES, node)))
+    value = parse_int(props.get("unique_id"))
+    return "GPU-%016x" % value if value else None
+
+
+def rocr_devices(ctx: Context, entries: List[Dict[str, Any]]) -> Any:
+    """ROCr's GPU list, in ROCr's order: every KFD GPU node by node id, what ROCR_VISIBLE_DEVICES indexes
+    (amd_filter_device.cpp, BuildDeviceUuidList), each with its UUID and the rank whose CPUs and memory serve it
+    (its own partition's rank, else its GPU's first). None where the node has no KFD topology (no ROCr either):
+    nodetune-bind then takes rank i as device i."""
+    nodes = []
+    for gpu in ctx.topology.get("gpus") or []:
+        if gpu.get("vendor") == "amd":
+            nodes += [(node, gpu["bdf"], part) for part, node in enumerate(gpu.get("kfd_nodes") or [])]
+    if not nodes:
+        return None
+    by_unit = dict(((e["gpu"], e.get("partition") or 0), e["rank"]) for e in entries)
+    by_gpu: Dict[Any, int] = {}
+    for entry in sorted(entries, key=lambda e: e["rank"]):
+        by_gpu.setdefault(entry["gpu"], entry["rank"])
+    devices = []
+    for index, (node, bdf, part) in enumerate(sorted(nodes)):
+        rank = by_unit.get((bdf, part), by_gpu.get(bdf))
+        devices.append({"index": index, "kfd_node": node, "gpu": bdf, "partition": part,
+                        "uuid": kfd_uuid(ctx, node), "rank": rank})
+    return devices
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
@@ -206,6 +264,8 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
     profile, profile_env = profile_values(ctx, config)
     names = layout_names(ctx, config)
     bind = want_bool(ctx, config, "nodetune_rocm_bind", True)
+    memory_policy = want_str(ctx, config, "nodetune_rocm_bind_memory_policy",
+                             rank_bind.MEMORY_POLICIES) or rank_bind.DEFAULT_MEMORY_POLICY
     paths = dict((name, file_path(ctx, config, name, default)) for name, default in PATH_VARIABLES)
     env = config.get("nodetune_rocm_env")
     if env is None:
@@ -243,7 +303,7 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
             Setting("rocm.env", "env_file", paths["nodetune_rocm_env_file"], plain, kind=FILE, compare="content",
                     area=AREA, runtime=False, reason="EnvironmentFile= for systemd units; sourced by Slurm jobs"),
         ]
-    settings += bind_settings(ctx, bind, nics, user, paths)
+    settings += bind_settings(ctx, bind, nics, user, paths, memory_policy)
     refuse_foreign_paths(ctx, config, settings)
     if len(ctx.errors) > errors_before:
         return []
@@ -251,16 +311,17 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
 
 
 def bind_settings(ctx: Context, bind: bool, nics: Dict[str, str], user: Dict[str, str],
-                  paths: Dict[str, str]) -> List[Setting]:
+                  paths: Dict[str, str], memory_policy: str = rank_bind.DEFAULT_MEMORY_POLICY) -> List[Setting]:
     if not bind:
         return []
-    entries = rank_entries(ctx, nics, user)
+    entries = rank_entries(ctx, nics, user, memory_policy)
     if not entries:
         ctx.notes.append("rocm_env: the Layout has no GPU ranks, so no rank table and no nodetune-bind launcher")
         return []
     table = paths["nodetune_rocm_ranks_file"]
     return [
-        Setting("rocm.ranks", "table", table, rank_bind.table_text(entries), kind=FILE, compare="content",
+        Setting("rocm.ranks", "table", table, rank_bind.table_text(entries, rocr_devices(ctx, entries), memory_policy),
+                kind=FILE, compare="content",
                 area=AREA, runtime=False,
                 reason="nodetune-bind reads each local rank's CPUs, memory node and environment here"),
         Setting("rocm.bind", "launcher", paths["nodetune_rocm_bind_file"],

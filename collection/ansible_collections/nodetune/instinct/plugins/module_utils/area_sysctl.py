@@ -7,7 +7,15 @@
 pairs: two views of one limit, and the kernel zeroes one when the other is written (mm/page-writeback.c,
 ``dirty_ratio_handler``/``dirty_bytes_handler``). Setting both forms would make every run rewrite the pair and
 verify drift forever, so each pair takes exactly one form: the one given wins, the other is neither written nor
-verified, and giving both is refused (including a bytes key through ``nodetune_sysctl_extra``).
+verified, and giving both is refused (including a bytes key through ``nodetune_sysctl_extra``). At boot a pair is
+one key as well: sysctl_boot.py replays both forms through the same handlers, so a site file that sets the other
+form after nodetune's is reported (``persist.sysctl_boot``). Where a site's sysctl.d file read after nodetune's sets
+the other form, nodetune cannot win the pair at boot and leaves it alone (:func:`_site_form`): setting its own form
+would zero the site's at each apply and lose it again at each boot.
+
+A write of one form changes the other, so the engine journals both forms with either (:data:`KERNEL_PAIRS`) and
+revert puts the pair back with one write (:func:`pair_restore`): writing the other form's 0 back is EINVAL for a
+bytes form, and would not bring the form in use back anyway.
 
 Some sysctls are stored otherwise than written (:data:`KERNEL_STORES`): nodetune asks for the stored value, so that
 a run does not rewrite it and verify does not drift on every run; for any other sysctl the kernel answered so, the
@@ -18,7 +26,7 @@ the max field of tcp_rmem/tcp_wmem) are "at least": a node whose own cap is high
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
@@ -29,6 +37,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.area_common impo
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     ATTR,
+    FILE,
     INT,
     WORDS,
     Setting,
@@ -51,6 +60,57 @@ DIRTY_PAIRS = (
 
 def sysctl_path(key: str) -> str:
     return "proc/sys/" + key.replace(".", "/")
+
+
+# The pairs as /proc/sys paths: each form -> the other form. A write of either changes both (the handler zeroes
+# the other form), so apply journals both and revert restores them together (engine._restore_pair).
+KERNEL_PAIRS: Dict[str, str] = {}
+for _pair in DIRTY_PAIRS:
+    KERNEL_PAIRS[sysctl_path(_pair[2])] = sysctl_path(_pair[3])
+    KERNEL_PAIRS[sysctl_path(_pair[3])] = sysctl_path(_pair[2])
+# The forms whose 0 the kernel refuses (EINVAL): the bytes forms, below their ctl_table's extra1 (mm/page-writeback.c,
+# vm_page_writeback_sysctls: dirty_bytes_min, two pages; SYSCTL_LONG_ONE for dirty_background_bytes). 0 reads as
+# "the ratio form is in use"; it is restored by writing that ratio.
+ZERO_REFUSED = {sysctl_path("vm.dirty_bytes"): DIRTY_BYTES_MIN, sysctl_path("vm.dirty_background_bytes"): 1}
+
+
+def _number(value: Optional[str]) -> Optional[int]:
+    text = (value or "").strip()
+    return int(text) if text.isdigit() else None
+
+
+def pair_restore(values: Dict[str, Optional[str]]) -> List[Tuple[str, str]]:
+    """The writes that put one exclusive pair back to ``values`` (each form's path -> the value it had, None where
+    the journal does not hold it): the form that was in use alone, since the kernel zeroes the other; where both
+    were 0, the ratio form's 0 (dirty_background_ratio_handler() zeroes the background bytes on every write,
+    dirty_ratio_handler() only when the ratio changes: :func:`pair_problem` says so when that is not enough)."""
+    in_use = [(path, str(_number(value))) for path, value in sorted(values.items())
+              if _number(value) not in (None, 0)]
+    if in_use:
+        return in_use
+    return [(path, "0") for path, value in sorted(values.items())
+            if _number(value) == 0 and path not in ZERO_REFUSED]
+
+
+def pair_problem(values: Dict[str, Optional[str]], now: Dict[str, Optional[str]]) -> str:
+    """Why a pair could not be put back to ``values`` (``now``: what it holds after :func:`pair_restore`'s
+    writes), with what the operator can do before reverting again."""
+    def key(path: str) -> str:
+        return path[len("proc/sys/"):].replace("/", ".")
+    ratio, size = sorted(values, key=lambda path: path in ZERO_REFUSED)
+    shown = "%s/%s" % (key(ratio), key(size))
+    was = "/".join("unknown" if values[p] is None else str(values[p]) for p in (ratio, size))
+    found = "/".join(str(now.get(p)) for p in (ratio, size))
+    if values[ratio] is None:
+        why = ("the journal (of an earlier nodetune) does not hold %s, and the kernel refuses %s=0 (below %d, "
+               "mm/page-writeback.c); set %s to the node's own value, which zeroes %s"
+               % (key(ratio), key(size), ZERO_REFUSED[size], key(ratio), key(size)))
+    elif _number(values[ratio]) == 0 and _number(values[size]) == 0:
+        why = ("both were 0, the kernel refuses %s=0 and zeroes it only when %s changes (dirty_ratio_handler()); "
+               "write another %s, then 0" % (key(size), key(ratio), key(ratio)))
+    else:
+        why = "the kernel did not take the writes of the form in use"
+    return ("%s is %s, not %s as before nodetune: %s, and revert again" % (shown, found, was, why))
 
 
 PAGE_SIZE = 4096  # x86-64
@@ -171,6 +231,32 @@ def _dirty_form(ctx: Context, config: Dict[str, Any], extra: Dict[str, Any], pai
     return None
 
 
+def _site_form(ctx: Context, key: str, value: int) -> Optional[Dict[str, Any]]:
+    """The boot model's entry (sysctl_boot.boot_checks) where a site's sysctl.d file decides ``key``'s pair at boot
+    by setting the other form after nodetune's file; None where nodetune's ``key=value`` would hold at boot."""
+    # imported here: sysctl_boot and area_persist import this module
+    from ansible_collections.nodetune.instinct.plugins.module_utils import area_persist, sysctl_boot
+
+    ours = area_persist.SYSCTL_FILE % AREA
+    planned = [sysctl_setting(key, value, AREA, ""),
+               Setting("persist.sysctl_d", AREA, ours, "%s = %d\n" % (key, value), kind=FILE, compare="content")]
+    for entry in sysctl_boot.boot_checks(ctx.root, planned):
+        if entry["file"] and not entry["nodetune"] and entry["set_key"] not in (None, key):
+            return entry
+    return None
+
+
+def _yield_to_site(ctx: Context, pair: tuple, key: str, value: int, entry: Dict[str, Any]) -> None:
+    ratio_var, bytes_var, ratio_key, bytes_key = pair
+    mine, theirs = (bytes_var, ratio_var) if key == ratio_key else (ratio_var, bytes_var)
+    ctx.warn("sysctl: %s%s sets %s=%s and systemd-sysctl writes it after nodetune's file at boot, which zeroes %s "
+             "(one limit in two forms, mm/page-writeback.c): nodetune leaves %s/%s as the node has them instead of "
+             "setting %s=%d, which each boot would undo; to manage this limit with nodetune set %s (and %s: null), "
+             "or remove that line from %s"
+             % (entry["file"], entry["via"], entry["set_key"], entry["set_value"], key, ratio_key, bytes_key, key,
+                value, mine, theirs, entry["file"]))
+
+
 def _dirty_settings(ctx: Context, config: Dict[str, Any], extra: Dict[str, Any]) -> List[Setting]:
     limit = _dirty_form(ctx, config, extra, DIRTY_PAIRS[0])
     background = _dirty_form(ctx, config, extra, DIRTY_PAIRS[1])
@@ -181,10 +267,16 @@ def _dirty_settings(ctx: Context, config: Dict[str, Any], extra: Dict[str, Any])
                                      limit[1]))
     current = ctx.topology.get("sysctl", {})
     settings = []
-    for form, what in ((limit, "writers are throttled"), (background, "background writeback starts")):
+    for form, what, pair in ((limit, "writers are throttled", DIRTY_PAIRS[0]),
+                             (background, "background writeback starts", DIRTY_PAIRS[1])):
         if form is None:
             continue
         key, value = form
+        site = _site_form(ctx, key, value)
+        if site is not None:
+            # the site's form wins at every boot: setting ours would flip the pair at each apply and each boot
+            _yield_to_site(ctx, pair, key, value, site)
+            continue
         other = key.replace("_ratio", "_bytes") if key.endswith("_ratio") else key.replace("_bytes", "_ratio")
         unit = "%" if key.endswith("_ratio") else " bytes"
         reason = "%s at %d%s of dirty memory; %s is left to the kernel (it zeroes it)" % (what, value, unit, other)

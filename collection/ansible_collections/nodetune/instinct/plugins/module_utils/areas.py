@@ -8,13 +8,17 @@ stable ids were published: ``irq.``, ``ib.``, ``rocm.``), ``builder`` the module
 turns its variables into Settings (in the order of ``AREAS``), ``severity`` the severity of its drift findings,
 ``order`` where its Settings are applied (lower first) and ``steps`` the order of its check ids within the area
 (setting.ORDER: SMT before IRQ affinity, governor before EPP, scheduler before nr_requests, irqbalance stopped
-before IRQs are pinned).
+before IRQs are pinned). ``check_ids`` are every check id the area reports (stable: waivers and reports name them;
+check_ids.py reads them here), ``check_id_pattern`` the form of its open-ended ones with how to say it
+(``sysctl.<key>``), ``galaxy_tags`` its role's Galaxy tags.
 Each variable has its type, default, choices and description as in an Ansible argument spec.
 
 From this one declaration:
 
-- ``scripts/gen_role_docs.py`` writes each role's ``defaults/main.yml``, ``meta/argument_specs.yml`` and
-  ``README.md`` (and an area role's ``tasks/main.yml``); a test fails when they differ;
+- ``scripts/gen_role_docs.py`` writes each role's ``defaults/main.yml``, ``meta/argument_specs.yml``,
+  ``meta/main.yml`` and ``README.md`` (and an area role's ``tasks/main.yml``), the area tags of the tune and verify
+  roles' ``meta: noop`` task, and ``_builders.py``, the static imports of the builders that tuning.py runs; a test
+  fails when they differ (adding an area: docs/areas.md);
 - the action plugins take each role's variables for a host over these defaults, coerce and validate them as
   Ansible validates a role's arguments, and refuse any ``nodetune_*`` variable that nothing declares (the
   playbooks', the lab's and the registered ones are declared below too), naming the nearest real one;
@@ -62,6 +66,8 @@ ROLES['smt'] = {
     'builder': 'area_smt',
     'setting_area': 'smt',
     'finding_prefix': 'smt',
+    'check_ids': ['smt.control', 'smt.siblings_offline'],
+    'galaxy_tags': ['cpu', 'smt'],
     'severity': 'high',
     'short_description': 'SMT siblings offlined per the planned layout, or smt/control=off (opt-in)',
     'description': [
@@ -129,6 +135,8 @@ ROLES['cpu'] = {
     'builder': 'area_cpu',
     'setting_area': 'cpu',
     'finding_prefix': 'cpu',
+    'check_ids': ['cpu.governor', 'cpu.epp', 'cpu.idle_state'],
+    'galaxy_tags': ['cpu', 'cpufreq'],
     'severity': 'medium',
     'short_description': 'cpufreq governor, amd-pstate aware EPP and idle states disabled by name',
     'description': [
@@ -206,19 +214,32 @@ ROLES['cpu'] = {
 ROLES['irq_affinity'] = {
     'kind': 'area',
     'order': 40,
-    'steps': ['irq.irqbalance', 'irq.nic_local'],
+    'steps': ['irq.irqbalance', 'irq.nic_local', 'irq.gpu_local'],
     'builder': 'area_irq',
     'setting_area': 'irq',
     'finding_prefix': 'irq',
+    'check_ids': ['irq.irqbalance', 'irq.nic_local', 'irq.gpu_local', 'irq.managed'],
+    'galaxy_tags': ['irq', 'networking'],
     'severity': 'high',
-    'short_description': 'irqbalance out of the way and NIC completion IRQs pinned to local cores',
+    'short_description': 'irqbalance out of the way; NIC completion and GPU IRQs pinned to local cores',
     'description': [
         (
             'The layout planner puts each NIC completion vector (C(mlx5_comp*)) on one physical core of the '
-            "NIC's own NUMA node, primary SMT thread only, skipping the async vector and the cores reserved "
-            "for GPU ranks where enough cores exist (what mlnx_tune does, done right). The articles' loop "
-            "that writes CPU 1 to every mlx5 IRQ is wrong, and mlnx-tools' C(set_irq_affinity.sh) is not "
-            'NUMA-aware.'
+            "NIC's own NUMA node, primary SMT thread only, skipping the async vector and the housekeeping "
+            'cores. B(By default the vectors spread round-robin over every other core of the node, the GPU '
+            'rank cores included) (layout policy C(irq_cores: 0)), as mlnx-tools\' '
+            "C(set_irq_affinity_bynode.sh) does: no core takes more than ceil(vectors / cores), where "
+            'reserving a few cores away from the ranks (C(irq_cores: auto) or a number) piles dozens of '
+            'vectors on each of them; a rank loses a little CPU time to the few it carries. The articles\' '
+            "loop that writes CPU 1 to every mlx5 IRQ is wrong, and mlnx-tools' C(set_irq_affinity.sh) is "
+            'not NUMA-aware. See docs/layout.md.'
+        ),
+        (
+            'Each GPU\'s C(amdgpu) vector (one per PCI function, not kernel-managed) goes to a core of its '
+            "own rank, on its GPU's NUMA node, one GPU per core: the amdgpu handler runs there and the KFD "
+            'event work it queues on a CPU next to it (same L3), beside the rank they wake (C(irq.gpu_local)). '
+            "Left alone it stays wherever the kernel's default or irqbalance put it, possibly another NUMA "
+            'node.'
         ),
         (
             'B(By default irqbalance is stopped and disabled) (C(nodetune_irqbalance_mode=disable)): it '
@@ -229,7 +250,13 @@ ROLES['irq_affinity'] = {
         (
             'Kernel-managed IRQs (NVMe queues, many multi-queue drivers) cannot be moved (EIO/EPERM): they '
             'are reported, never written. Affinities do not survive a reboot; C(nodetune-restore.service) '
-            're-applies them at boot.'
+            're-applies them at boot, finding each IRQ by its action name (numbers change between boots).'
+        ),
+        (
+            'mlx5 creates its completion vectors on first use since Linux 6.5 (commit f14c1a14e632), so after '
+            'a reboot only those in use exist: the others are pending, not errors, for the boot restore and for '
+            'verify (C(not_applicable)), and C(nodetune-irq-repin.timer) pins each one within 10 s of its '
+            'creation, once (a later move is drift for verify). See docs/tuning.md.'
         ),
     ],
     'variables': {
@@ -251,8 +278,10 @@ ROLES['irq_affinity'] = {
                 ),
                 (
                     'C(ban) keeps irqbalance running and sets C(IRQBALANCE_BANNED_CPULIST) to the CPUs that '
-                    'take pinned NIC IRQs and C(IRQBALANCE_ARGS) to C(--banirq=N) for each pinned IRQ '
-                    '(without it irqbalance would move them off the banned CPUs), in '
+                    'take pinned NIC IRQs and C(IRQBALANCE_ARGS) to C(--policyscript=/usr/local/sbin/'
+                    'nodetune-irqbalance-policy), which tells irqbalance C(ban=true) for each pinned IRQ, named '
+                    'by its action in C(/etc/nodetune/irqbalance-banned) (without it irqbalance would move them '
+                    'off the banned CPUs; C(--banirq=N) went stale at the next boot, as IRQ numbers change), in '
                     'C(/etc/default/irqbalance) (Debian family) or C(/etc/sysconfig/irqbalance) (RHEL, '
                     'SUSE). irqbalance reads the file when it starts, so restart it once yourself.'
                 ),
@@ -270,7 +299,7 @@ ROLES['irq_affinity'] = {
                 (
                     'Opt-in for the disruptive part of C(disable). Stopping a service is opt-in (the safety '
                     'rules), so with C(false) a node whose irqbalance is running or enabled gets a warning, '
-                    'and neither irqbalance nor its NIC IRQs are touched (pins would not survive '
+                    'and neither irqbalance nor the NIC and GPU IRQs are touched (pins would not survive '
                     "irqbalance's next rebalance); verify reports the area as not applicable with the "
                     'reason. Nodes where irqbalance is already stopped and disabled, or not installed, are '
                     'pinned either way.'
@@ -284,6 +313,17 @@ ROLES['irq_affinity'] = {
                 (
                     'Pin NIC completion vectors as the layout planner placed them '
                     '(C(/proc/irq/N/smp_affinity_list)).'
+                ),
+            ],
+        },
+        'nodetune_irq_pin_gpu': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                (
+                    "Pin each GPU's C(amdgpu) vector to the core of its rank the layout planner chose "
+                    '(C(irq.gpu_local)); re-applied at boot like the NIC vectors. C(false) leaves the GPU '
+                    'vectors where they are.'
                 ),
             ],
         },
@@ -312,6 +352,8 @@ ROLES['infiniband'] = {
     'builder': 'area_infiniband',
     'setting_area': 'infiniband',
     'finding_prefix': 'ib',
+    'check_ids': ['ib.mtu'],  # and its caps and thresholds as sysctl.<key>, as the sysctl area's
+    'galaxy_tags': ['infiniband', 'networking'],
     'severity': 'medium',
     'short_description': 'IPoIB MTU by mode, socket buffer caps and neighbour table thresholds',
     'description': [
@@ -441,6 +483,8 @@ ROLES['nvme'] = {
     'builder': 'area_nvme',
     'setting_area': 'nvme',
     'finding_prefix': 'nvme',
+    'check_ids': ['nvme.scheduler', 'nvme.nr_requests', 'nvme.module_options'],
+    'galaxy_tags': ['nvme', 'storage'],
     'severity': 'medium',
     'short_description': 'NVMe I/O scheduler, nr_requests within its limit, nvme module options',
     'description': [
@@ -527,6 +571,10 @@ ROLES['sysctl'] = {
     'builder': 'area_sysctl',
     'setting_area': 'sysctl',
     'finding_prefix': 'sysctl',
+    # one id per key: sysctl.<key> (vm.dirty_ratio, nodetune_sysctl_extra's keys)
+    'check_ids': [],
+    'check_id_pattern': (r'^sysctl\.[a-z0-9_]+(\.[a-z0-9_\-]+)+$', 'sysctl.<key> such as sysctl.vm.dirty_ratio'),
+    'galaxy_tags': ['sysctl', 'kernel'],
     'severity': 'low',
     'short_description': (
         'VM writeback ratios, NUMA balancing and extra '
@@ -565,7 +613,8 @@ ROLES['sysctl'] = {
                 (
                     'C(vm.dirty_ratio), percent of memory (1-100) that may be dirty before writers are '
                     "throttled (20 is the kernel's own default). Exclusive with C(nodetune_vm_dirty_bytes). "
-                    'C(null) leaves it alone.'
+                    'C(null) leaves it alone. Where a site sysctl.d file read after nodetune\'s sets '
+                    'C(vm.dirty_bytes), nodetune leaves the pair alone and warns (that file would win at boot).'
                 ),
             ],
         },
@@ -639,6 +688,8 @@ ROLES['rocm_env'] = {
     'builder': 'area_rocm_env',
     'setting_area': 'rocm_env',
     'finding_prefix': 'rocm',
+    'check_ids': ['rocm.env', 'rocm.ranks', 'rocm.bind'],
+    'galaxy_tags': ['rocm', 'rccl'],
     'severity': 'medium',
     'short_description': (
         'RCCL/ROCr/PyTorch environment with real names, the '
@@ -756,6 +807,21 @@ ROLES['rocm_env'] = {
                 ),
             ],
         },
+        'nodetune_rocm_bind_memory_policy': {
+            'type': 'str',
+            'default': 'preferred',
+            'choices': ['preferred', 'membind', 'interleave', 'none'],
+            'description': [
+                (
+                    "The NUMA memory policy C(nodetune-bind) gives each rank (C(numactl), where installed; a job "
+                    'overrides it with C(--memory-policy)) - C(preferred): memory from the NUMA node of the '
+                    "rank's GPU first, from the other nodes when it is full, never an out-of-memory kill for that; "
+                    'C(membind): from that node only (an allocation fails once it is full: on an MI250 host in '
+                    'NPS4 a node holds an eighth of the memory); C(interleave): spread over the NUMA nodes of the '
+                    "rank's socket; C(none): the kernel's default (first touch)."
+                ),
+            ],
+        },
         'nodetune_rocm_profile_file': {
             'type': 'str',
             'default': '/etc/profile.d/nodetune-rocm.sh',
@@ -836,9 +902,426 @@ ROLES['rocm_env'] = {
     },
 }
 
+ROLES['gpu'] = {
+    'kind': 'area',
+    'order': 75,
+    'steps': ['gpu.compute_partition', 'gpu.memory_partition', 'gpu.power_cap', 'gpu.perf_level',
+              'gpu.determinism_clock'],
+    'builder': 'area_gpu',
+    'setting_area': 'gpu',
+    'finding_prefix': 'gpu',
+    'check_ids': ['gpu.compute_partition', 'gpu.memory_partition', 'gpu.power_cap', 'gpu.perf_level',
+                  'gpu.determinism_clock'],
+    'galaxy_tags': ['gpu', 'rocm'],
+    'severity': 'medium',
+    'short_description': 'AMD GPU performance determinism, power cap, compute and memory partitions (opt-in)',
+    'description': [
+        (
+            "Performance determinism as C(rocm-smi --setperfdeterminism) sets it (rocm_smi_lib's "
+            'rsmi_perf_determinism_mode_set): C(perf_determinism) to C(power_dpm_force_performance_level), '
+            'then C(s 1 <MHz>) and C(c) to C(pp_od_clk_voltage). The power cap through hwmon C(power1_cap) '
+            '(microwatts, within C(power1_cap_min) and C(power1_cap_max)). The compute and memory partitions '
+            'of MI300-series GPUs (C(current_compute_partition), C(current_memory_partition)).'
+        ),
+        (
+            'Everything is off by default. A partition switch is disruptive and needs '
+            'C(nodetune_gpu_partition_allowed=true) too: a compute partition switch is refused while KFD '
+            'processes are open (amdgpu refuses it with EBUSY; nodetune names the PIDs first), and a memory '
+            'partition is a request amdgpu applies when the driver reloads, reported as C(reboot_required). '
+            'Every previous value is journaled and a revert puts it back, the level before the clock.'
+        ),
+        (
+            'amdgpu resets all of these when it loads; nodetune does not re-apply them at boot, so verify '
+            'reports them after a reboot until the next apply. See docs/rocm.md, "GPU area".'
+        ),
+    ],
+    'variables': {
+        'nodetune_gpu_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_gpu_perf_determinism': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    'Put every AMD GPU in performance determinism at C(nodetune_gpu_perf_determinism_mhz) '
+                    '(C(false) leaves the performance level and clocks alone).'
+                ),
+            ],
+        },
+        'nodetune_gpu_perf_determinism_mhz': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                (
+                    'The maximum GFX clock of performance determinism, in MHz. C(null) takes the clock AMD '
+                    'validates for the model (MI300X: 1900, as its pre-training validation runs '
+                    'C(rocm-smi --setperfdeterminism 1900)); other models need it set.'
+                ),
+                (
+                    "It must lie in the GPU's GFX clock range (C(pp_od_clk_voltage)'s C(OD_RANGE), or the "
+                    'levels of C(pp_dpm_sclk)): others are refused before any write, naming the range.'
+                ),
+            ],
+        },
+        'nodetune_gpu_power_cap_w': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                (
+                    'Power cap of every AMD GPU in watts, written to hwmon C(power1_cap) in microwatts. It '
+                    "must lie within the GPU's C(power1_cap_min) and C(power1_cap_max) (750 W on MI300X), "
+                    'else it is refused before any write. C(null) leaves the cap alone.'
+                ),
+            ],
+        },
+        'nodetune_gpu_compute_partition': {
+            'type': 'str',
+            'default': None,
+            'choices': [None, 'SPX', 'DPX', 'TPX', 'QPX', 'CPX'],
+            'description': [
+                (
+                    'Compute partition of every MI300-series GPU; it must be one the GPU lists in '
+                    'C(available_compute_partition) for its memory partition. Refused while KFD processes '
+                    'are open. Needs C(nodetune_gpu_partition_allowed). C(null) leaves it alone.'
+                ),
+            ],
+        },
+        'nodetune_gpu_memory_partition': {
+            'type': 'str',
+            'default': None,
+            'choices': [None, 'NPS1', 'NPS2', 'NPS3', 'NPS4', 'NPS6', 'NPS8'],
+            'description': [
+                (
+                    'Memory partition of every MI300-series GPU, one of C(available_memory_partition). amdgpu '
+                    'takes it as a request that applies when the driver reloads: the run reports '
+                    'C(reboot_required) and verify checks the current mode until then. Needs '
+                    'C(nodetune_gpu_partition_allowed). C(null) leaves it alone.'
+                ),
+            ],
+        },
+        'nodetune_gpu_partition_allowed': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    'Opt-in for the disruptive part: without it a compute or memory partition that differs '
+                    "from the GPU's is refused before any write, naming the GPUs and the switch."
+                ),
+            ],
+        },
+    },
+}
+
+ROLES['limits'] = {
+    'kind': 'area',
+    'order': 72,  # its files are independent of each other and of the other areas' settings
+    'builder': 'area_limits',
+    'setting_area': 'limits',
+    'finding_prefix': 'limits',
+    'check_ids': ['limits.pam', 'limits.systemd', 'limits.unit', 'limits.effective'],
+    'galaxy_tags': ['limits', 'rdma'],
+    'severity': 'medium',
+    'short_description': 'memlock unlimited (and nofile) for login sessions, systemd services and slurmd (opt-in)',
+    'description': [
+        (
+            'RDMA pins job memory, which the kernel charges against the locked-memory limit (RLIMIT_MEMLOCK), '
+            "so jobs need C(memlock unlimited) (AMD's RCCL guides: C(ulimit -l unlimited)). nodetune writes "
+            'its own files: C(/etc/security/limits.d/99-nodetune-limits.conf) (pam_limits, for login '
+            'sessions), C(/etc/systemd/system.conf.d/99-nodetune-limits.conf) with C(DefaultLimitMEMLOCK) '
+            '(for services) and, for each unit in C(nodetune_limits_units), '
+            'C(/etc/systemd/system/<unit>.d/nodetune-limits.conf) with C(LimitMEMLOCK).'
+        ),
+        (
+            'None of them changes a running process: pam_limits applies them at the next login, systemd '
+            'reads them at C(systemctl daemon-reload) (or C(daemon-reexec)) and a service gets them when it is '
+            'restarted. nodetune reloads and restarts nothing; verify (C(limits.effective)) reports a limit '
+            "that is configured but not in effect as drift naming the reload or restart it needs, from the "
+            "manager's value (C(systemctl show)) and the unit's main process (C(/proc/<pid>/limits)), and a "
+            'file read after nodetune\'s that sets another value as drift naming that file. With the area on, '
+            'its findings replace C(health.memlock). See docs/tuning.md, "Limits".'
+        ),
+        (
+            'Off by default: it sets a site-wide policy (every login, every service) and takes effect only at '
+            'the next login, reload or restart. Revert removes the files (and the drop-in directories it made).'
+        ),
+    ],
+    'variables': {
+        'nodetune_limits_enabled': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                'Tune this area (opt-in). When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_limits_memlock': {
+            'type': 'str',
+            'default': 'unlimited',
+            'description': [
+                (
+                    'Max locked memory: C(unlimited), or a size in KiB as limits.conf takes it (C(1) to '
+                    'C(18014398509481983), e.g. C(67108864) for 64 GiB). Written to the limits.d file for each '
+                    'domain (soft and hard), and as C(infinity) or C(<KiB>K) to C(DefaultLimitMEMLOCK) and the '
+                    "units' C(LimitMEMLOCK). C(null) leaves memlock alone (no systemd file)."
+                ),
+            ],
+        },
+        'nodetune_limits_nofile': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                (
+                    'Max open files for login sessions (limits.d, soft and hard), from 1 to the node\'s '
+                    'C(fs.nr_open): above it setrlimit fails and pam_limits refuses the login, so it is refused '
+                    "before any write, and so is C(unlimited). Services keep their units' C(LimitNOFILE). "
+                    'C(null) (default) leaves nofile alone.'
+                ),
+            ],
+        },
+        'nodetune_limits_domains': {
+            'type': 'list',
+            'elements': 'str',
+            'default': ['*', 'root'],
+            'description': [
+                (
+                    'The limits.conf domains the limits.d lines are written for: C(*) (every user without a line '
+                    'of their own), user names, C(@group). C(root) is in the default because Debian\'s and '
+                    "Ubuntu's pam_limits do not apply C(*) to root (upstream's does). C([]) writes no limits.d "
+                    'file.'
+                ),
+            ],
+        },
+        'nodetune_limits_systemd_default': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                (
+                    "Write C(DefaultLimitMEMLOCK) to system.conf.d: every service's default, for the services "
+                    'that start jobs without a C(LimitMEMLOCK) of their own.'
+                ),
+            ],
+        },
+        'nodetune_limits_units': {
+            'type': 'list',
+            'elements': 'str',
+            'default': [],
+            'description': [
+                (
+                    'Service units that start jobs, e.g. C([slurmd.service]): each gets a drop-in with '
+                    'C(LimitMEMLOCK), which wins over the default and over the unit file. A name that is not a '
+                    "systemd service unit name is refused; a unit the node does not have gets a warning (its "
+                    'drop-in takes effect once it is installed). Restart them yourself after C(systemctl '
+                    'daemon-reload).'
+                ),
+            ],
+        },
+    },
+}
+
+ROLES['kernel_cmdline'] = {
+    'kind': 'area',
+    'order': 73,  # the drop-in (73) before the boot entries (74): revert removes it, then regenerates grub.cfg
+    'steps': ['kernel_cmdline.dropin', 'kernel_cmdline.configured'],
+    'builder': 'area_kernel_cmdline',
+    'setting_area': 'kernel_cmdline',
+    'finding_prefix': 'kernel_cmdline',
+    'check_ids': ['kernel_cmdline.dropin', 'kernel_cmdline.configured', 'kernel_cmdline.running'],
+    'galaxy_tags': ['grub', 'iommu'],
+    'severity': 'medium',
+    'short_description': 'iommu=pt, pci=realloc=off and no amd_iommu=on on the kernel command line (opt-in, reboot)',
+    'description': [
+        (
+            "AMD's Instinct guides ask for C(iommu=pt) (MI300X; MI200 where the IOMMU is on) and "
+            'C(pci=realloc=off) (MI300X) on the kernel command line; C(amd_iommu=on) is not a value the kernel '
+            "knows (it logs C(AMD-Vi: Unknown option)) and is removed. The defaults follow the node's GPUs "
+            '(C(nodetune_kernel_cmdline_platform)); C(nodetune_kernel_cmdline_args) replaces them.'
+        ),
+        (
+            'On BootLoaderSpec nodes (RHEL 9 and later, Fedora: C(/boot/loader/entries)) through C(grubby '
+            '--update-kernel=ALL --remove-args=... --args=...), every entry\'s previous options journaled; on GRUB '
+            'nodes (Debian, Ubuntu) through the drop-in C(/etc/default/grub.d/99-nodetune-kernel-cmdline.cfg), '
+            'which grub-mkconfig sources after C(/etc/default/grub), then C(update-grub). A node with neither is '
+            'refused before any write.'
+        ),
+        (
+            'Opt-in (C(nodetune_kernel_cmdline_allowed)): the change takes effect at the next boot, so apply '
+            'reports C(reboot_required) and reboots nothing. Verify compares every boot entry '
+            '(C(kernel_cmdline.configured)) and C(/proc/cmdline) (C(kernel_cmdline.running)): a node configured '
+            'but not rebooted is C(pending), and so are the C(bios.iommu) findings the next boot fixes. Revert '
+            'puts every entry back. See docs/tuning.md, "Kernel command line".'
+        ),
+    ],
+    'variables': {
+        'nodetune_kernel_cmdline_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                (
+                    'Look at this area. When false the area is left exactly as it is. Nothing is changed unless '
+                    'C(nodetune_kernel_cmdline_allowed) is true as well.'
+                ),
+            ],
+        },
+        'nodetune_kernel_cmdline_allowed': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    'Opt-in for changing the boot loader (a reboot is needed for it to take effect). With '
+                    'C(false) the area changes nothing, and says in a note what the boot entries lack.'
+                ),
+            ],
+        },
+        'nodetune_kernel_cmdline_platform': {
+            'type': 'str',
+            'default': 'auto',
+            'choices': ['auto', 'mi250', 'mi300x', 'generic'],
+            'description': [
+                (
+                    "Whose advice the default arguments follow: C(auto) from the GPUs' PCI device ids (as "
+                    'bios_check detects them), C(mi300x) (C(iommu=pt pci=realloc=off)), C(mi250) (C(iommu=pt)), '
+                    'C(generic) (none).'
+                ),
+            ],
+        },
+        'nodetune_kernel_cmdline_args': {
+            'type': 'list',
+            'elements': 'str',
+            'default': None,
+            'description': [
+                (
+                    'The kernel parameters to have, each one word (C(key=value) or a bare C(key)), replacing the '
+                    "platform's. A parameter set to another value on the node is replaced (grubby's C(--args) "
+                    'replaces a word of the same key; the GRUB drop-in filters it out). C(null) takes the '
+                    "platform's advice. A word with blanks, quotes, C($) or a backslash, an C(amd_iommu=) option "
+                    'the kernel does not know, or two values for one key are refused before any write.'
+                ),
+            ],
+        },
+        'nodetune_kernel_cmdline_extra_args': {
+            'type': 'list',
+            'elements': 'str',
+            'default': [],
+            'description': [
+                (
+                    'More parameters on top of C(nodetune_kernel_cmdline_args), e.g. '
+                    "C([pci=disable_acs_redir=pci:1022:14ab;pci:1000:c030]) (health.pcie_acs's remedy names the "
+                    "node's ports). A word GRUB would misread (C(;)) is single-quoted in grub.cfg."
+                ),
+            ],
+        },
+        'nodetune_kernel_cmdline_remove_args': {
+            'type': 'list',
+            'elements': 'str',
+            'default': ['amd_iommu=on'],
+            'description': [
+                (
+                    'Parameters to take out of every boot entry: a C(key=value) word as written, or a bare C(key) '
+                    'with every value. C(null) or C([]) removes nothing.'
+                ),
+            ],
+        },
+    },
+}
+
+ROLES['slurm'] = {
+    'kind': 'area',
+    'order': 76,  # one file of its own, independent of the other areas' settings
+    'builder': 'area_slurm',
+    'setting_area': 'slurm',
+    'finding_prefix': 'slurm',
+    'check_ids': ['slurm.gres', 'slurm.gres_include', 'slurm.propagate_limits', 'slurm.slurmd_memlock'],
+    'galaxy_tags': ['slurm', 'gpu'],
+    'severity': 'medium',
+    'short_description': "Slurm gets the layout: a gres.conf fragment with each GPU's cores, and job limit checks "
+                         '(opt-in)',
+    'description': [
+        (
+            'Writes a gres.conf fragment (C(nodetune_slurm_gres_path), which the site includes from its '
+            'gres.conf with C(Include <path>)) with one C(Name=gpu Type=<model> File=/dev/dri/renderD<N> '
+            "Cores=<list>) line per GPU, GCD or partition, the cores being the GPU's rank cores from the layout "
+            "(or its NUMA node's). C(Cores=) are Slurm's core indexes, which are hwloc's logical core indexes "
+            '(gres.conf(5): "a logical core index must be specified instead of the physical core index"), not '
+            'Linux CPU numbers: nodetune converts them. C(File=) is the render node KFD names for each partition '
+            '(C(drm_render_minor)).'
+        ),
+        (
+            'Read-only checks, where the files exist: C(slurm.propagate_limits) (slurm.conf\'s '
+            "C(PropagateResourceLimits) default ALL carries a login node's small memlock limit into every job), "
+            "C(slurm.slurmd_memlock) (slurmd.service's effective C(LimitMEMLOCK) from its unit file and "
+            'drop-ins) and C(slurm.gres_include) (whether gres.conf includes the fragment).'
+        ),
+        (
+            'Off by default. slurmd reads the file at its next start or C(scontrol reconfigure): nodetune '
+            'restarts nothing. Revert puts back what was there. See docs/slurm.md.'
+        ),
+    ],
+    'variables': {
+        'nodetune_slurm_enabled': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                'Tune this area (opt-in). When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_slurm_gres': {
+            'type': 'str',
+            'default': 'auto',
+            'choices': ['auto', 'always', 'never'],
+            'description': [
+                (
+                    'C(auto) writes the gres.conf fragment where the node has a slurm.conf (in C(/etc/slurm) or '
+                    'C(/etc/slurm-llnl)) and AMD GPUs; C(always) wherever it has AMD GPUs; C(never) writes none '
+                    "(sites that leave gres.conf to Slurm's C(AutoDetect=rsmi)). The read-only checks run "
+                    'either way.'
+                ),
+            ],
+        },
+        'nodetune_slurm_gres_path': {
+            'type': 'str',
+            'default': '/etc/slurm/nodetune-gres.conf',
+            'description': [
+                (
+                    'The file nodetune owns and writes. Slurm reads only the gres.conf beside slurm.conf: add '
+                    "C(Include /etc/slurm/nodetune-gres.conf) to it (verify reports C(slurm.gres_include) until "
+                    'then), or point this at that gres.conf to let nodetune own all of it. An absolute path '
+                    "without spaces, quotes, C(#) or C(=) (Slurm's Include takes one word)."
+                ),
+            ],
+        },
+        'nodetune_slurm_gres_type': {
+            'type': 'str',
+            'default': 'auto',
+            'description': [
+                (
+                    "The gres C(Type=), which slurm.conf's C(Gres=gpu:<type>:<count>) must name. C(auto): the "
+                    "GPU's model lower case, other characters as C(_) (C(mi300x), C(mi250x_mi250)). Letters, "
+                    "digits, C(_), C(.) and C(-) only."
+                ),
+            ],
+        },
+        'nodetune_slurm_gres_cores': {
+            'type': 'str',
+            'default': 'rank',
+            'choices': ['rank', 'numa'],
+            'description': [
+                (
+                    "C(rank): each GPU's C(Cores=) are its rank's cores from the layout (disjoint from "
+                    'housekeeping and from the other GPUs). C(numa): every core of its NUMA node.'
+                ),
+            ],
+        },
+    },
+}
+
 ROLES['bios_check'] = {
     'kind': 'check',
     'finding_prefix': 'bios',
+    'galaxy_tags': ['bios', 'pcie', 'iommu'],
     'short_description': (
         'Read-only BIOS-level checks (PCIe links, ASPM, IOMMU and '
         'kernel command line, SMT, NPS, Above 4G)'
@@ -981,6 +1464,7 @@ ROLES['bios_check'] = {
 
 ROLES['tune'] = {
     'kind': 'runner',
+    'galaxy_tags': ['tuning', 'hpc'],
     'short_description': "Discover, plan and apply the node's tuning in one module call (or revert it)",
     'description': [
         (
@@ -990,9 +1474,10 @@ ROLES['tune'] = {
             'task that contacts the node.'
         ),
         (
-            'The area roles (C(smt), C(cpu), C(irq_affinity), C(infiniband), C(nvme), C(sysctl), '
-            'C(rocm_env)) and C(bios_check) need not run before it: the tune action plugin takes their '
-            'variables on the controller, inside this same task, over their defaults, and validates them as '
+            # the generator writes each declared area role in place of <the area roles>
+            'The area roles (<the area roles>) and C(bios_check) need not run before it: the tune action '
+            'plugin takes their variables on the controller, inside this same task, over their defaults, and '
+            'validates them as '
             "Ansible validates a role's arguments; all of them are declared once in the collection's "
             "C(plugins/module_utils/areas.py) (every variable is documented in its role's README). A "
             'C(nodetune_*) variable that nothing declares is refused before any write, with the nearest real'
@@ -1009,7 +1494,8 @@ ROLES['tune'] = {
             'no area (C(--tags verify)) skips the call - except with C(nodetune_tune_verify), where C(--tags'
             ' verify) applies nothing and audits every area, as playbooks/verify.yml would. A first C(meta: '
             "noop) task carries every area's tag, so that C(--list-tags) shows them (it costs no worker "
-            'process).'
+            'process); it is tagged C(never) too, so that a run without C(--tags) does not print its empty '
+            'header once per host.'
         ),
         (
             'Prints one summary for the whole play (a C(run_once) task, not one per host): nodes changed, '
@@ -1054,6 +1540,7 @@ ROLES['tune'] = {
 
 ROLES['verify'] = {
     'kind': 'runner',
+    'galaxy_tags': ['audit', 'drift', 'junit', 'prometheus'],
     'short_description': (
         'Audit every node against its desired state; per-node '
         'JSON, fleet JUnit XML, Prometheus textfile'
@@ -1218,11 +1705,14 @@ ROLES['verify'] = {
         },
         'nodetune_health_gpu_temp_max_c': {
             'type': 'float',
-            'default': 85,
+            'default': None,
             'description': [
                 (
-                    'Fallback only, for a temperature sensor that exposes no C(tempN_crit)/C(tempN_emergency) '
-                    'limit: at or above this (degrees Celsius) is drift.'
+                    'Only for a temperature sensor that exposes no C(tempN_crit)/C(tempN_emergency) limit: at or '
+                    'above this (degrees Celsius) is drift. C(null) (default) leaves such a sensor unjudged '
+                    '(C(health.gpu_temp) is V(unsupported) where no sensor of a GPU has a limit): amdgpu hides '
+                    'the limits of MI300X before Linux 6.7, and one fixed number would false-alarm on a junction '
+                    'or HBM temperature that is normal under load.'
                 ),
             ],
         },
@@ -1299,7 +1789,9 @@ ROLES['verify'] = {
                     'C(hca_count), C(hca_rate) (Gb/s of every RDMA port, e.g. 400), C(hca_width) (e.g. V(4X)),'
                     ' C(nvme_count), C(cpu_count) (logical CPUs present), C(smt) (V(on)/V(off)), '
                     'C(numa_per_socket). Verify reports each declared key as C(inventory.<key>) (drift with '
-                    'the expected and actual value and a remedy); undeclared keys are not checked.'
+                    'the expected and actual value and a remedy). An undeclared key is learned from the '
+                    "majority of the node's inventory group where it has one (3 nodes or more): "
+                    'C(inventory.<key>) drift with C(source: learned) (docs/verify.md).'
                 ),
                 (
                     'An unknown key or a value of the wrong kind (a GPU count that is not a number) is refused'
@@ -1349,13 +1841,26 @@ COMMON_VARIABLES[PERSIST_BOOT] = {
         "leaves what an earlier run installed until a revert.",
     ],
 }
+# How much a diff shows (module_utils/diff_view.py): grouped and bounded, or every value.
+FULL_DIFF = "nodetune_full_diff"
+COMMON_VARIABLES[FULL_DIFF] = {
+    "type": "bool",
+    "default": False,
+    "description": [
+        "With C(--diff): show every value on its own line and every file whole (thousands of lines on a fresh "
+        "full-size node; C(nodetune apply --full-diff) sets it). By default each node's diff is grouped per setting "
+        "id (a revert's per path shape) with its targets written compactly, a file nodetune writes is shown as its "
+        "path, settings count, size and SHA-256 digest (a small configuration file with its lines), and the diff "
+        "stops at 200 lines per node, saying what it left out. For verify, the Prometheus textfile's diff.",
+    ],
+}
 # the common variables each kind of role takes
 COMMON_BY_KIND = {
     "area": ("nodetune_root", "nodetune_layout_policy", CONTROLLER_OPT_IN, PERSIST_BOOT),
     "check": ("nodetune_root", "nodetune_layout_policy"),
-    "runner": ("nodetune_root", "nodetune_layout_policy", CONTROLLER_OPT_IN, PERSIST_BOOT),
+    "runner": ("nodetune_root", "nodetune_layout_policy", CONTROLLER_OPT_IN, PERSIST_BOOT, FULL_DIFF),
 }
-COMMON_BY_ROLE = {"verify": ("nodetune_root", "nodetune_layout_policy", PERSIST_BOOT)}
+COMMON_BY_ROLE = {"verify": ("nodetune_root", "nodetune_layout_policy", PERSIST_BOOT, FULL_DIFF)}
 
 # Variables of the playbooks, extra-vars of the Python API/CLI, of the lab, and set by the roles themselves: not
 # role arguments, but declared so that a misspelt one is caught like any other.
@@ -1371,6 +1876,8 @@ LAB_VARIABLES = {
     "nodetune_sim_force": "lab: rebuild the simulated nodes fresh (playbooks/lab.yml)",
     "nodetune_sim_state": "lab: present, rebooted or absent (playbooks/lab.yml)",
     "nodetune_lab_hosts": "lab: the hosts playbooks/lab.yml builds (site.yml sets it)",
+    "nodetune_try_nodes": "lab: the lab machines nodetune.lab.try simulates (mi300x, mi250; docs/try.md)",
+    "nodetune_try_dir": "lab: the folder nodetune.lab.try builds its simulated nodes in (default ./nodetune-try)",
 }
 SET_BY_ROLES = {
     "nodetune_topology": "fact returned by nodetune.instinct.topology_facts",

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import bios as bios_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils import bootloader
 from ansible_collections.nodetune.instinct.plugins.module_utils import health as health_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import inventory as inventory_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import report as report_mod
@@ -86,15 +87,35 @@ def _default_node_name(root: Root) -> str:
     return root.read("proc/sys/kernel/hostname") or root.read("etc/hostname") or root.path
 
 
-def _write_textfile(root: Root, path: str, text: str, check_mode: bool, warn: Callable[[str], None]) -> Dict[str, Any]:
+# The textfile's timestamp sample is new at every run. node_exporter's textfile collector reads the file at each
+# scrape and exports its mtime as node_textfile_mtime_seconds (collector/textfile.go, processFile/exportMTimes), so the
+# file is rewritten at every run to stay fresh, but only a change of its metrics is a change (a rerun that finds the
+# node as before reports changed=false).
+TIMESTAMP_SAMPLE = "nodetune_last_verify_timestamp_seconds "
+
+
+def _metrics(text: Optional[str]) -> Optional[List[str]]:
+    """The textfile's lines but its timestamp sample (None: no file)."""
+    if text is None:
+        return None
+    return [line for line in text.splitlines() if not line.startswith(TIMESTAMP_SAMPLE)]
+
+
+def _write_textfile(root: Root, path: str, text: str, check_mode: bool,
+                    warn: Callable[[str], None]) -> Tuple[Dict[str, Any], Optional[Dict[str, str]]]:
+    """Where the textfile went (``changed``: its metrics differ from the file's, or there was none; in check mode,
+    whether they would) and, when it changes, its diff."""
+    old = root.read(path, strip=False)
+    changed = _metrics(old) != _metrics(text)
+    diff = dict(before=old or "", after=text, before_header=path, after_header=path) if changed else None
     if check_mode:
-        return {"path": path, "written": False, "reason": "check mode"}
+        return {"path": path, "written": False, "changed": changed, "reason": "check mode"}, diff
     try:
         root.write_file(path, text, mode=0o644)
     except NodeFileError as exc:
         warn("the Prometheus textfile was not written: %s" % exc)
-        return {"path": path, "written": False, "reason": str(exc)}
-    return {"path": path, "written": True}
+        return {"path": path, "written": False, "changed": False, "reason": str(exc)}, None
+    return {"path": path, "written": True, "changed": changed}, diff
 
 
 def audit(state: Any, areas: Dict[str, Any], bios: Dict[str, Any], health: Dict[str, Any],
@@ -105,8 +126,9 @@ def audit(state: Any, areas: Dict[str, Any], bios: Dict[str, Any], health: Dict[
     with ``textfile_path``, where the Prometheus textfile went. ``findings_format`` ``json``: the findings as one
     JSON text and the report without them (the action plugins decode it: far cheaper for Ansible to return)."""
     findings = verify_settings(state, areas)
-    findings += bios_mod.check(state.topology, state.layout, bios)
-    findings += health_mod.check(state.root, state.topology, health)
+    # the boot loader's entries too: a kernel command line fixed there and not yet booted is pending, not drift
+    findings += bios_mod.check(state.topology, state.layout, bios, boot=bootloader.configured_lines(state.root))
+    findings += health_mod.check(state.root, state.topology, health, areas)
     inventory_findings, inventory_facts = inventory_mod.check(state.root.path, health)
     findings += inventory_findings
     platform = bios_mod.platform_summary(state.topology, bios)
@@ -122,7 +144,9 @@ def audit(state: Any, areas: Dict[str, Any], bios: Dict[str, Any], health: Dict[
                   notes=notes)
     if textfile_path:
         text = report_mod.prometheus_text(finding_dicts, timestamp=report["timestamp"])
-        result["textfile"] = _write_textfile(state.root, textfile_path, text, check_mode, warn)
+        result["textfile"], diff = _write_textfile(state.root, textfile_path, text, check_mode, warn)
+        if diff is not None:  # the module returns it in diff mode (verify) or folds it into its own (tune)
+            result.update(changed=True, diff=diff)
     if findings_format == "json":
         result["findings"] = json.dumps(finding_dicts, separators=(",", ":"))
         result["report"] = dict((k, v) for k, v in report.items() if k != "findings")

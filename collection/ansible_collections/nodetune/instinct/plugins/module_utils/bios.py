@@ -16,10 +16,10 @@ variable, its value and what is valid.
 
 from __future__ import annotations
 
-import shlex
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+from ansible_collections.nodetune.instinct.plugins.module_utils import cmdline as _cmdline
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import (
     Errors,
     describe,
@@ -32,6 +32,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
     DRIFT,
     NOT_APPLICABLE,
     OK,
+    PENDING,
     UNSUPPORTED,
     Finding,
 )
@@ -66,7 +67,6 @@ X2APIC_THREADS = 256
 # Options the kernel's amd_iommu= parser knows (Documentation/admin-guide/kernel-parameters.txt); "on" is not one.
 AMD_IOMMU_OPTIONS = ("fullflush", "off", "force_isolation", "force_enable", "pgtbl_v1", "pgtbl_v2", "irtcachedis",
                      "nohugepages", "v2_pgsizes_only")
-_TRUE_WORDS = ("1", "y", "yes", "on", "true")
 
 
 class BiosConfigError(SettingError):
@@ -167,57 +167,12 @@ def _platform(topology: Dict[str, Any], cfg: Dict[str, Any]) -> Tuple[Optional[s
 
 
 # ------------------------------------------------------------------------------------------------- cmdline
-def cmdline_params(cmdline: Optional[str]) -> List[Tuple[str, Optional[str]]]:
-    """``"a=1 b quiet"`` -> ``[("a", "1"), ("b", None), ("quiet", None)]`` in order (later ones win)."""
-    if not cmdline:
-        return []
-    try:
-        words = shlex.split(cmdline)
-    except ValueError:
-        words = cmdline.split()
-    params = []
-    for word in words:
-        if word == "--":
-            break  # what follows goes to init, not to the kernel
-        name, sep, value = word.partition("=")
-        params.append((name, value if sep else None))
-    return params
-
-
-def _last(params: List[Tuple[str, Optional[str]]], name: str) -> Optional[str]:
-    value = None
-    for key, val in params:
-        if key == name:
-            value = val if val is not None else ""
-    return value
-
-
-def iommu_passthrough(params: List[Tuple[str, Optional[str]]]) -> bool:
-    """True when the command line asks for IOMMU passthrough (``iommu=pt`` or ``iommu.passthrough=1``)."""
-    passthrough = False
-    for key, val in params:
-        if key == "iommu" and val is not None:
-            options = val.split(",")
-            if "pt" in options:
-                passthrough = True
-            elif "nopt" in options:
-                passthrough = False
-        elif key == "iommu.passthrough" and val is not None:
-            passthrough = val.strip().lower() in _TRUE_WORDS
-    return passthrough
-
-
-def pci_realloc(params: List[Tuple[str, Optional[str]]]) -> Optional[str]:
-    """The last ``realloc`` option of ``pci=`` (``"off"``, ``"on"``, ``""`` for bare ``realloc``), None if unset."""
-    value = None
-    for key, val in params:
-        if key != "pci" or val is None:
-            continue
-        for option in val.split(","):
-            name, sep, setting = option.partition("=")
-            if name == "realloc":
-                value = setting if sep else ""
-    return value
+# One parser of command lines for /proc/cmdline and the boot loader's entries alike (cmdline.py): the kernel_cmdline
+# area judges the configured lines with the very functions these checks use on the running one.
+cmdline_params = _cmdline.params
+iommu_passthrough = _cmdline.iommu_passthrough
+pci_realloc = _cmdline.pci_realloc
+_last = _cmdline.last
 
 
 # ------------------------------------------------------------------------------------------------- helpers
@@ -361,8 +316,22 @@ def _logical_cpus(topology: Dict[str, Any]) -> int:
     return len(topology.get("cpus") or [])
 
 
-def check_iommu(topology: Dict[str, Any], cfg: Dict[str, Any], platform: Optional[str], why: str) -> List[Finding]:
-    """IOMMU state with iommu=pt, pci=realloc=off, and amd_iommu= values the kernel does not know."""
+def _pending_or(finding: Finding, boot: Optional[List[str]], fixed: Any, what: str) -> Finding:
+    """``finding`` as pending where it drifts on the running command line but every configured boot entry (``boot``,
+    judged by ``fixed`` with the same parser) has it right: the next boot runs with it."""
+    if finding.status != DRIFT or not boot or not all(fixed(_cmdline.params(line)) for line in boot):
+        return finding
+    finding.status = PENDING
+    finding.remedy = ("pending: every boot entry has %s, the running kernel booted without it (/proc/cmdline); reboot "
+                      "the node" % what)
+    return finding
+
+
+def check_iommu(topology: Dict[str, Any], cfg: Dict[str, Any], platform: Optional[str], why: str,
+                boot: Optional[List[str]] = None) -> List[Finding]:
+    """IOMMU state with iommu=pt, pci=realloc=off, and amd_iommu= values the kernel does not know, on the running
+    command line (/proc/cmdline); ``boot``: the configured boot entries' arguments (bootloader.configured_lines),
+    where a fix waiting for the next boot makes a drift pending."""
     findings: List[Finding] = []
     params = cmdline_params((topology.get("kernel") or {}).get("cmdline"))
     cmdline_known = (topology.get("kernel") or {}).get("cmdline") is not None
@@ -400,14 +369,17 @@ def check_iommu(topology: Dict[str, Any], cfg: Dict[str, Any], platform: Optiona
             if not present:
                 remedy = ("%s: enable the IOMMU in the BIOS (AMD CBS > NBIO > IOMMU) and boot with iommu=pt" % basis)
             else:
-                remedy = ("%s: add iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX), so that GPU DMA is not "
-                          "translated" % basis)
+                remedy = ("%s: add iommu=pt to the kernel command line (the kernel_cmdline role, "
+                          "nodetune_kernel_cmdline_allowed: true), so that GPU DMA is not translated" % basis)
         else:
             expected = "off (or on with iommu=pt)" if allow_pt_when_off else "off"
             good = not present or (allow_pt_when_off and passthrough)
             remedy = "%s: disable the IOMMU in the BIOS%s" % (
                 basis, ", or keep it and boot with iommu=pt" if allow_pt_when_off else "")
-        findings.append(_finding("iommu", "iommu", expected, actual, good, "medium", remedy))
+        finding = _finding("iommu", "iommu", expected, actual, good, "medium", remedy)
+        if present and (wanted == "on" or allow_pt_when_off):  # only iommu=pt is missing: the boot loader may have it
+            finding = _pending_or(finding, boot, iommu_passthrough, "iommu=pt")
+        findings.append(finding)
 
     realloc_wanted = cfg["pci_realloc_off"]
     if realloc_wanted == "auto":
@@ -418,24 +390,32 @@ def check_iommu(topology: Dict[str, Any], cfg: Dict[str, Any], platform: Optiona
         if not cmdline_known:
             findings.append(_unsupported("iommu", "no /proc/cmdline under this root: pci=realloc=off not checked"))
         else:
-            findings.append(_finding(
+            finding = _finding(
                 "iommu", "pci=realloc", "pci=realloc=off", shown, realloc == "off", "medium",
-                "add pci=realloc=off to the kernel command line: AMD's MI300X guide turns off the kernel's PCI "
-                "resource reallocation, which can leave GPU BARs unassigned"))
+                "add pci=realloc=off to the kernel command line (the kernel_cmdline role): AMD's MI300X guide turns "
+                "off the kernel's PCI resource reallocation, which can leave GPU BARs unassigned")
+            findings.append(_pending_or(finding, boot, lambda found: pci_realloc(found) == "off", "pci=realloc=off"))
 
-    amd_iommu = [v for k, v in params if k == "amd_iommu"]
-    bad: List[str] = []
-    for value in amd_iommu:
-        bad.extend(o for o in (value or "").split(",") if o not in AMD_IOMMU_OPTIONS)
+    amd_iommu = _cmdline.amd_iommu_values(params)
+    bad = _invalid_amd_iommu(amd_iommu)
     if bad:
-        findings.append(_finding(
+        finding = _finding(
             "iommu", "amd_iommu", "no invalid amd_iommu= option",
-            "amd_iommu=%s" % ",".join(v or "" for v in amd_iommu), False, "medium",
+            "amd_iommu=%s" % ",".join(amd_iommu), False, "medium",
             "amd_iommu=%s is not a valid value: the kernel ignores it and logs 'AMD-Vi: Unknown option'. The AMD "
-            "IOMMU is on whenever it is enabled in the BIOS; remove amd_iommu=%s and use iommu=pt for "
-            "passthrough (valid amd_iommu options: %s)"
-            % (",".join(bad), ",".join(bad), ", ".join(AMD_IOMMU_OPTIONS))))
+            "IOMMU is on whenever it is enabled in the BIOS; remove amd_iommu=%s (the kernel_cmdline role does) and "
+            "use iommu=pt for passthrough (valid amd_iommu options: %s)"
+            % (",".join(bad), ",".join(bad), ", ".join(AMD_IOMMU_OPTIONS)))
+        findings.append(_pending_or(finding, boot, lambda found: not _invalid_amd_iommu(_cmdline.amd_iommu_values(
+            found)), "no invalid amd_iommu= option"))
     return findings
+
+
+def _invalid_amd_iommu(values: List[str]) -> List[str]:
+    bad: List[str] = []
+    for value in values:
+        bad.extend(o for o in value.split(",") if o not in AMD_IOMMU_OPTIONS)
+    return bad
 
 
 def smt_state(topology: Dict[str, Any]) -> Tuple[Optional[bool], str]:
@@ -562,8 +542,9 @@ def check_above_4g(topology: Dict[str, Any]) -> List[Finding]:
 
 
 def check(topology: Dict[str, Any], layout: Optional[Dict[str, Any]],
-          config: Optional[Dict[str, Any]]) -> List[Finding]:
-    """Every enabled BIOS-level check of one node; raises BiosConfigError on invalid variables. Never writes."""
+          config: Optional[Dict[str, Any]], boot: Optional[List[str]] = None) -> List[Finding]:
+    """Every enabled BIOS-level check of one node; raises BiosConfigError on invalid variables. Never writes.
+    ``boot``: the configured boot entries' kernel arguments (bootloader.configured_lines), None where unknown."""
     cfg = validate_config(config)
     if not cfg["enabled"]:
         return []
@@ -575,7 +556,7 @@ def check(topology: Dict[str, Any], layout: Optional[Dict[str, Any]],
         elif name == "aspm":
             findings += check_aspm(topology, cfg)
         elif name == "iommu":
-            findings += check_iommu(topology, cfg, platform, why)
+            findings += check_iommu(topology, cfg, platform, why, boot)
         elif name == "smt":
             findings += check_smt(topology, layout or {}, cfg)
         elif name == "nps":

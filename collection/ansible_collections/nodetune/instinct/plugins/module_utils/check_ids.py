@@ -4,35 +4,33 @@
 """Every check id verify can report: what a waiver may name.
 
 A waiver whose id matches no check (``nvme.schedular``) would silently waive nothing while its author believes the
-drift is covered; waivers are therefore refused unless their id is one of these. tests/unit/test_safety_catalogue.py
-checks this list against the ids the code really builds.
+drift is covered; waivers are therefore refused unless their id is one of these. Each area declares its own check ids
+(and, where they are open-ended, their pattern) in areas.py, so this module holds no per-area list.
+tests/unit/test_safety_catalogue.py checks the ids against those the code really builds; tests/unit/test_new_area.py
+pins every published id.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from typing import List
+from typing import List, Pattern, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas, bios, health, inventory
 
-SETTING_IDS = (
-    "smt.control", "smt.siblings_offline",
-    "cpu.governor", "cpu.epp", "cpu.idle_state",
-    "irq.irqbalance", "irq.nic_local",
-    "ib.mtu",
-    "nvme.scheduler", "nvme.nr_requests", "nvme.module_options",
-    "rocm.env", "rocm.ranks", "rocm.bind",
-    "persist.sysctl_d", "persist.udev", "persist.boot_restore",
-    "check.expected", "check.program",
-)
-FINDING_IDS = ("irq.managed", "persist.sysctl_boot")
-# sysctl settings are "sysctl.<key>" (vm.dirty_ratio, nodetune_sysctl_extra's keys)
-SYSCTL_ID = re.compile(r"^sysctl\.[a-z0-9_]+(\.[a-z0-9_\-]+)+$")
+# what every apply adds whatever the areas (area_persist.py, inventory.py, sysctl_boot.py): not an area's
+ENGINE_IDS = ("persist.sysctl_d", "persist.udev", "persist.boot_restore", "persist.sysctl_boot",
+              "check.expected", "check.program")
+AREA_IDS = tuple(check_id for name in areas.AREAS for check_id in areas.ROLES[name]["check_ids"])
+SETTING_IDS = AREA_IDS + ENGINE_IDS
+# the open-ended ids of an area ("sysctl.<key>": vm.dirty_ratio, nodetune_sysctl_extra's keys), with how to say them
+ID_PATTERNS: Tuple[Tuple[Pattern[str], str], ...] = tuple(
+    (re.compile(areas.ROLES[name]["check_id_pattern"][0]), areas.ROLES[name]["check_id_pattern"][1])
+    for name in areas.AREAS if areas.ROLES[name].get("check_id_pattern"))
 
 
 def known_ids() -> List[str]:
-    return sorted(set(SETTING_IDS + FINDING_IDS
+    return sorted(set(SETTING_IDS
                       + tuple("bios." + check for check in bios.CHECKS)
                       + tuple("health." + check for check in health.CHECKS)
                       + tuple("inventory." + key for key in inventory.KEYS)
@@ -40,11 +38,12 @@ def known_ids() -> List[str]:
 
 
 def is_known(check_id: str) -> bool:
-    return check_id in known_ids() or bool(SYSCTL_ID.match(check_id))
+    return check_id in known_ids() or any(pattern.match(check_id) for pattern, _text in ID_PATTERNS)
 
 
 def unknown_message(check_id: str) -> str:
     ids = known_ids()
     near = difflib.get_close_matches(check_id, ids, n=1)
-    return "id %r matches no check%s (valid: %s, or sysctl.<key> such as sysctl.vm.dirty_ratio)" % (
-        check_id, "; did you mean %r?" % near[0] if near else "", ", ".join(ids))
+    forms = "".join(", or %s" % text for _pattern, text in ID_PATTERNS)
+    return "id %r matches no check%s (valid: %s%s)" % (
+        check_id, "; did you mean %r?" % near[0] if near else "", ", ".join(ids), forms)

@@ -21,7 +21,12 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import inventory
+from ansible_collections.nodetune.instinct.plugins.module_utils import bootloader, inventory
+from ansible_collections.nodetune.instinct.plugins.module_utils.area_sysctl import (
+    KERNEL_PAIRS,
+    pair_problem,
+    pair_restore,
+)
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import (
     TEMP_PREFIX,
     NodeFileError,
@@ -33,16 +38,21 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.services import 
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     ABSENT,
     ATTR,
+    BOOT,
     CHOICE,
+    COMMITS,
     FILE,
     LINE,
     SERVICE,
     Setting,
     SettingError,
+    attr_writes,
     check_shape,
     desired,
     in_dependency_order,
+    key_of,
     normalize,
+    normalize_as,
     parse_choice,
     read_current,
     set_line,
@@ -111,6 +121,12 @@ def plan_actions(root: Root, settings: List[Setting], services: Any = None) -> L
             missing.append(_unknown_original(root, setting))
         if setting.kind == SERVICE and services is None:
             missing.append("%s: no service manager available for this root" % setting.uid)
+        if setting.kind == BOOT and before is None:
+            missing.append("%s: the node's boot loader is not %s any more, or has no boot entry"
+                           % (setting.uid, setting.key))
+        elif setting.kind == BOOT and bootloader.runner(root, services) is None:
+            missing.append("%s: nodetune runs boot loader tools only on the node itself (root /) or on a simulated "
+                           "lab node, not on %s" % (setting.uid, root.path))
         if setting.kind in (FILE, LINE, ABSENT):
             # Refused before any write, so that nothing is half-applied; write_file checks again at the write.
             try:
@@ -123,11 +139,21 @@ def plan_actions(root: Root, settings: List[Setting], services: Any = None) -> L
     actions = []
     before_of = dict((id(s), before) for s, before in zip(settings, current))
     in_order = in_dependency_order(sorted(settings, key=lambda s: (s.order, s.id, s.target)))
+    written = set()
     for setting in in_order:
         before = before_of[id(setting)]
         after = desired(setting)
-        if before != after:
+        # A command attribute (setting.COMMITS) is committed again when what its ``after`` names is written in this
+        # run, whatever it reads: amdgpu enters performance determinism at a clock only on a commit of
+        # pp_od_clk_voltage, not when power_dpm_force_performance_level changes (smu_v13_0_6_set_performance_level)
+        if setting.kind == BOOT and before != after:
+            # shown as every boot entry's arguments now and once the tool ran (the verdict compares the requirement)
+            actions.append(Action(setting, bootloader.shown(root, setting.key or ""),
+                                  bootloader.predicted(root, setting.key or "", setting.value) or after))
+            written.add(key_of(setting))
+        elif before != after or (setting.compare in COMMITS and written.intersection(setting.after)):
             actions.append(Action(setting, before, after))
+            written.add(key_of(setting))
     return actions
 
 
@@ -195,11 +221,14 @@ def load_journal(root: Root) -> Dict[str, Any]:
 _NOT_JSON = object()
 _SNAPSHOT_FIELDS = {
     # kind: {field: (allowed types, required)}
-    ATTR: {"restore": ((str, type(None)), True)},
+    # compare: a command attribute's (setting.COMMITS), whose restore is the command, not what it reads back
+    ATTR: {"restore": ((str, type(None)), True), "compare": ((str,), False)},
     # sha256: of what nodetune last wrote to a file it created (absent in journals of earlier versions)
     FILE: {"exists": ((bool,), True), "content": ((str, type(None)), True), "mode": ((str,), True),
            "sha256": ((str,), False)},
     SERVICE: {"unit": ((str,), True), "state": ((str, type(None)), True)},
+    # every boot entry's kernel arguments (bootloader.snapshot): BLS by entry file, GRUB by grub.cfg linux line
+    BOOT: {"loader": ((str,), True), "entries": ((dict,), True)},
 }
 
 
@@ -255,6 +284,8 @@ def _snapshot_problems(key: str, snap: Any) -> List[str]:
         problems.append("%s: sha256 %r is not a SHA-256 hex digest" % (where, snap["sha256"]))
     if "order" in snap and (isinstance(snap["order"], bool) or not isinstance(snap["order"], int)):
         problems.append("%s: 'order' is %s, not an integer" % (where, _json_type(snap["order"])))
+    if kind == ATTR and "compare" in snap and snap["compare"] not in COMMITS:
+        problems.append("%s: compare %r is not one of %s" % (where, snap["compare"], ", ".join(sorted(COMMITS))))
     if kind == SERVICE and key != "service:" + str(snap.get("unit")):
         problems.append("%s does not name its unit %r" % (where, snap.get("unit")))
     if kind != SERVICE and not _is_inner_path(key):
@@ -335,18 +366,35 @@ def _snapshot(root: Root, setting: Setting, services: Any) -> Dict[str, Any]:
     if setting.kind == SERVICE:
         return {"kind": SERVICE, "unit": setting.target, "state": format_state(services.state(setting.target)),
                 "order": setting.order}
+    if setting.kind == BOOT:
+        return dict(bootloader.snapshot(root, setting.key or ""), order=setting.order)
     if setting.kind == ATTR:
         raw = root.read(setting.path)
         restore = raw
         if raw is not None and setting.compare == CHOICE:
             restore = parse_choice(raw)[0]
+        if raw is not None and setting.compare in COMMITS:
+            restore = normalize(setting, raw)  # pp_od_clk_voltage: the command that sets what its table reads
         if restore is None:  # unreadable since the plan (EIO, EACCES): refused before any write of this run
             raise SettingError([_unknown_original(root, setting)])
-        return {"kind": ATTR, "restore": restore, "order": setting.order}
+        snap = {"kind": ATTR, "restore": restore, "order": setting.order}
+        if setting.compare in COMMITS:
+            snap["compare"] = setting.compare
+        return snap
     # FILE, LINE, ABSENT: whole-file snapshots
     content = root.read(setting.path, strip=False)
     return {"kind": FILE, "exists": content is not None, "content": content,
             "mode": "%04o" % (root.mode(setting.path) or 0o644), "order": setting.order}
+
+
+def _snapshot_partner(root: Root, setting: Setting) -> Optional[Tuple[str, Dict[str, Any]]]:
+    """The other form of an exclusive pair (area_sysctl.KERNEL_PAIRS) that writing ``setting`` changes: its path and
+    snapshot, journaled with it so that revert can put the pair back (None for any other Setting)."""
+    partner = KERNEL_PAIRS.get(setting.path) if setting.kind == ATTR else None
+    value = root.read(partner) if partner else None
+    if partner is None or value is None:
+        return None
+    return partner, {"kind": ATTR, "restore": value, "order": setting.order}
 
 
 def _missing_dirs(root: Root, rel_dir: str) -> List[str]:
@@ -427,7 +475,8 @@ def _file_dirs(baseline: Dict[str, Dict[str, Any]], settings: Optional[List[Sett
 def _write(root: Root, setting: Setting, services: Any) -> Optional[str]:
     """Write one Setting; returns the text of the whole file it wrote (None for anything else)."""
     if setting.kind == ATTR:
-        root.write(setting.path, setting.value)
+        for text in attr_writes(setting.compare, setting.value):
+            root.write(setting.path, text)
     elif setting.kind == FILE:
         root.write_file(setting.path, setting.value, mode=setting.mode)
         return setting.value
@@ -439,6 +488,8 @@ def _write(root: Root, setting: Setting, services: Any) -> Optional[str]:
         root.remove(setting.path)
     elif setting.kind == SERVICE:
         services.set_state(setting.target, parse_state(setting.value))
+    elif setting.kind == BOOT:
+        bootloader.write(root, setting.key or "", setting.value, bootloader.runner(root, services))
     return None
 
 
@@ -453,14 +504,23 @@ def _note_written(baseline: Dict[str, Dict[str, Any]], key: str, text: Optional[
         snap["sha256"] = sha256_text(text)
 
 
-def _restore(root: Root, key: str, snap: Dict[str, Any], services: Any) -> None:
+def _restore(root: Root, key: str, snap: Dict[str, Any], services: Any,
+             snaps: Optional[Dict[str, Dict[str, Any]]] = None) -> None:
+    """Put ``key`` back as ``snap`` has it; ``snaps``: the snapshots it was taken with (the baseline, or a run's
+    before_run), where the other form of an exclusive pair is found."""
     kind = snap["kind"]
     if kind == SERVICE:
         if snap.get("state") is not None:
             services.set_state(snap["unit"], parse_state(snap["state"]))
+    elif kind == BOOT:
+        if not bootloader.is_restored(root, snap):
+            bootloader.restore(root, snap, bootloader.runner(root, services))
+    elif kind == ATTR and key in KERNEL_PAIRS:
+        _restore_pair(root, key, snaps if snaps is not None else {key: snap})
     elif kind == ATTR:
-        if snap.get("restore") is not None and normalize_raw(root.read(key)) != normalize_raw(snap["restore"]):
-            root.write(key, snap["restore"])
+        if snap.get("restore") is not None and _attr_state(root, key, snap) != normalize_raw(snap["restore"]):
+            for text in attr_writes(snap.get("compare") or "", snap["restore"]):
+                root.write(key, text)
     else:
         if snap.get("exists"):
             if root.read(key, strip=False) != snap["content"] or root.mode(key) != int(snap["mode"], 8):
@@ -469,6 +529,34 @@ def _restore(root: Root, key: str, snap: Dict[str, Any], services: Any) -> None:
             # Only the regular file nodetune wrote (a journal of an earlier version has no digest: any regular file);
             # a link, another kind of file or edited content raises, and the caller reports it.
             root.remove(key, sha256=snap.get("sha256"))
+
+
+def _restore_pair(root: Root, key: str, snaps: Dict[str, Dict[str, Any]]) -> None:
+    """Both forms of ``key``'s exclusive pair as they were, by writing the form that was in use: the kernel zeroes
+    the other, and refuses a bytes form's 0 (EINVAL), so writing each snapshot back in turn cannot work. Raises
+    NodeFileError where the pair still differs (a journal of an earlier version without the other form)."""
+    values = dict((path, (snaps.get(path) or {}).get("restore")) for path in (key, KERNEL_PAIRS[key]))
+
+    def differs() -> bool:
+        return any(value is not None and normalize_raw(root.read(path)) != normalize_raw(value)
+                   for path, value in values.items())
+
+    if differs():
+        # written even where that form already reads as wanted: the write is what zeroes the other form
+        for path, value in pair_restore(values):
+            root.write(path, value)
+    if differs():
+        raise NodeFileError(pair_problem(values, dict((path, normalize_raw(root.read(path))) for path in values)),
+                            key)
+
+
+def _attr_state(root: Root, key: str, snap: Dict[str, Any]) -> Optional[str]:
+    """A journaled kernel attribute's current value in its snapshot's form: a command attribute's (pp_od_clk_voltage)
+    as the command that sets what it reads back, any other as normalize_raw has it."""
+    compare = snap.get("compare")
+    if compare in COMMITS:
+        return normalize_as(compare, root.read(key))
+    return normalize_raw(root.read(key))
 
 
 def normalize_raw(text: Optional[str]) -> Optional[str]:
@@ -524,6 +612,10 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
             before_run[key] = snap
             if key not in baseline:
                 baseline[key] = snap
+            partner = _snapshot_partner(root, setting)
+            if partner is not None:
+                before_run.setdefault(*partner)
+                baseline.setdefault(*partner)
             if setting.kind in (FILE, LINE):
                 new_dirs.extend(d for d in _missing_dirs(root, os.path.dirname(setting.path)) if d not in new_dirs)
         journal["created_dirs"] = sorted(set(journal.get("created_dirs", [])) | set(new_dirs))
@@ -608,9 +700,10 @@ def _note_unchanged_files(root: Root, settings: List[Setting], baseline: Dict[st
             snap["sha256"] = sha256_text(setting.value)
 
 
-# Settings whose next plan asks for the value the kernel capped them at (area_infiniband.kernel_capped_mtu):
-# the node-local checker's files take that value in the same run, so the next run has nothing to change.
-VERIFIED_AT_EFFECTIVE = ("ib.mtu",)
+# Settings whose next plan asks for the value the kernel capped them at (area_infiniband.kernel_capped_mtu), or
+# kept while a request is pending (area_gpu: a memory partition applies when amdgpu reloads): the node-local
+# checker's files take that value in the same run, so the next run has nothing to change.
+VERIFIED_AT_EFFECTIVE = ("ib.mtu", "gpu.memory_partition")
 
 
 def _check_files_at_effective(root: Root, settings: List[Setting], done: List[Action],
@@ -659,7 +752,7 @@ def _rollback(root: Root, done: List[Action], before_run: Dict[str, Dict[str, An
     for action in done:
         key = _baseline_key(action.setting)
         try:
-            _restore(root, key, before_run[key], services)
+            _restore(root, key, before_run[key], services, before_run)
             rolled.append(action.setting.uid)
         except (NodeFileError, OSError) as exc:
             problems.append("%s (%s)" % (action.setting.uid, exc))
@@ -714,9 +807,10 @@ def revert(root: Root, check_mode: bool = False, services: Any = None, lock_time
                 gone.append(key)
                 continue
             try:
-                _restore(root, key, snap, services)
+                _restore(root, key, snap, services, journal["baseline"])
             except (NodeFileError, OSError) as exc:
-                problems.append("%s: %s" % (key, exc))
+                if not any(problem.endswith(": %s" % exc) for problem in problems):  # both forms of a pair say it
+                    problems.append("%s: %s" % (key, exc))
                 failed.add(key)
         _drop_gone(result, journal, gone)
         if problems:
@@ -754,7 +848,27 @@ def _revert_plan(root: Root, journal: Dict[str, Any], services: Any) -> Dict[str
     if gone:
         result["restored"] = [key for key in pending if key not in gone]
         result["gone"] = [_gone_entry(key, journal["baseline"][key]) for key in gone]
+    # what each restore changes, read here (under the lock in a real revert): the diff of --check --diff
+    result["changes"] = [_revert_change(root, key, journal["baseline"][key], services) for key in result["restored"]]
     return result
+
+
+def _revert_change(root: Root, key: str, snap: Dict[str, Any], services: Any) -> Dict[str, Any]:
+    """One baseline entry's restore as a change: its current value (``before``) and the baseline's (``after``);
+    None is absent (a file nodetune created is removed)."""
+    kind = snap["kind"]
+    if kind == SERVICE:
+        current = format_state(services.state(snap["unit"])) if services is not None else None
+        return {"key": key, "path": None, "target": snap["unit"], "kind": SERVICE, "before": current,
+                "after": snap.get("state")}
+    if kind == ATTR:
+        return {"key": key, "path": "/" + key, "kind": ATTR, "before": _attr_state(root, key, snap),
+                "after": snap.get("restore")}
+    if kind == BOOT:
+        before, after = bootloader.restore_change(root, snap)
+        return {"key": key, "path": "/" + key, "kind": BOOT, "before": before, "after": after}
+    return {"key": key, "path": "/" + key, "kind": FILE, "before": root.read(key, strip=False),
+            "after": snap["content"] if snap.get("exists") else None}
 
 
 def _is_gone(root: Root, key: str, snap: Dict[str, Any]) -> bool:
@@ -797,7 +911,9 @@ def _is_restored(root: Root, key: str, snap: Dict[str, Any], services: Any) -> b
     if kind == SERVICE:
         return services is None or format_state(services.state(snap["unit"])) == snap.get("state")
     if kind == ATTR:
-        return normalize_raw(root.read(key)) == normalize_raw(snap.get("restore"))
+        return _attr_state(root, key, snap) == normalize_raw(snap.get("restore"))
+    if kind == BOOT:
+        return bootloader.is_restored(root, snap)
     if snap.get("exists"):
         return root.read(key, strip=False) == snap["content"]
     return not root.exists(key)

@@ -21,7 +21,10 @@ DRIFT = "drift"
 NOT_APPLICABLE = "not_applicable"
 UNSUPPORTED = "unsupported"
 WAIVED = "waived"
-STATUSES = (OK, DRIFT, NOT_APPLICABLE, UNSUPPORTED, WAIVED)
+# Right where it is configured, not yet in effect: the boot loader has the kernel command line, the running kernel
+# booted without it (kernel_cmdline.running, bios.iommu). Not drift (apply has nothing left to do), not ok: a reboot.
+PENDING = "pending"
+STATUSES = (OK, DRIFT, NOT_APPLICABLE, UNSUPPORTED, WAIVED, PENDING)
 
 SEVERITIES = ("info", "low", "medium", "high")
 
@@ -127,7 +130,10 @@ def summarize(findings: List[Finding]) -> Dict[str, Any]:
     for finding in findings:
         counts[finding.status] += 1
     drift_ids = sorted(set(f.id for f in findings if f.status == DRIFT))
-    return {"counts": counts, "drift": counts[DRIFT] > 0, "drift_ids": drift_ids}
+    summary = {"counts": counts, "drift": counts[DRIFT] > 0, "drift_ids": drift_ids}
+    if counts[PENDING]:
+        summary["pending_ids"] = sorted(set(f.id for f in findings if f.status == PENDING))
+    return summary
 
 
 # ------------------------------------------------------------------------------------------------ groups
@@ -135,7 +141,7 @@ def summarize(findings: List[Finding]) -> Dict[str, Any]:
 # (cpu12, cpu12/C2, irq 40, ib3, nvme0n1); PCI addresses and paths are listed as they are.
 _NUMBERED = re.compile(r"^(\D*?)(0|[1-9]\d*)(\D.*)?$")
 #: the order in which a group's status is decided: the worst status any of its findings has
-GROUP_STATUS_ORDER = (DRIFT, OK, WAIVED, UNSUPPORTED, NOT_APPLICABLE)
+GROUP_STATUS_ORDER = (DRIFT, PENDING, OK, WAIVED, UNSUPPORTED, NOT_APPLICABLE)
 _SEVERITY_RANK = dict((s, i) for i, s in enumerate(SEVERITIES))
 
 
@@ -191,7 +197,7 @@ def _id_status_pairs(findings: List[Dict[str, Any]]) -> List[Tuple[Any, Any]]:
 def group_findings(findings: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """One entry per check id (in the order the ids first appear), whatever the number of objects it checks.
 
-    Each entry: ``id``, ``status`` (drift if any target drifts, else ok, waived, unsupported, not_applicable),
+    Each entry: ``id``, ``status`` (drift if any target drifts, else pending, ok, waived, unsupported, not_applicable),
     ``counts`` per status, ``findings`` (how many), ``drift_targets`` (the offending targets, compact: ``cpu0-191``),
     ``severity``, ``expected``/``actual`` (of the drifting findings: the shared value or ``"<N values>"``; of one of
     its findings when none drifts), ``remedy``, ``source`` and a ``waiver``. The per-value detail stays in the

@@ -9,7 +9,8 @@ the scheduler's health check cannot disagree. One finding per declared key, id `
 report (``inventory``), where the fleet report finds each group's outliers (outliers.py).
 
 Apply also writes the declared inventory to ``/etc/nodetune/check.d/inventory.json`` for ``nodetune-check``
-(:func:`check_settings`), with every tuned area's expected Settings beside it.
+(:func:`check_settings`), with every tuned area's expected Settings beside it; under the keys not declared, the
+inventory the fleet report learned from the node's group majority (``learned_inventory``, outliers.py).
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import hashlib
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter, node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils import area_persist, interpreter, node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import DRIFT, OK, Finding
 from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
 from ansible_collections.nodetune.instinct.plugins.module_utils.services import parse_state
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     ABSENT,
+    CPULIST,
     FILE,
     LINE,
     SERVICE,
@@ -33,6 +35,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
 )
 
 VARIABLE = "nodetune_inventory_expected"
+LEARNED = "learned_inventory"  # the modules' option: the expectation the fleet report learned (outliers.py)
 PERSIST = "persist"  # the check files are restored by the apply (--tags apply), like the boot-restore files
 SOURCE = "inventory"
 KEYS = node_check.INVENTORY_KEYS
@@ -65,65 +68,97 @@ def _describe(value: Any) -> str:
     return "%r (%s)" % (value, type(value).__name__)
 
 
-def _int(key: str, value: Any, errors: List[str]) -> Optional[int]:
+def _int(key: str, value: Any, errors: List[str], name: str = VARIABLE) -> Optional[int]:
     text = str(value).strip()
     if isinstance(value, bool) or not text.isdigit():
         errors.append("%s.%s=%s is not valid: expected a whole number (%s)"
-                      % (VARIABLE, key, _describe(value), KEYS[key][1]))
+                      % (name, key, _describe(value), KEYS[key][1]))
         return None
     return int(text)
 
 
-def _text(key: str, value: Any, errors: List[str]) -> Optional[str]:
+def _text(key: str, value: Any, errors: List[str], name: str = VARIABLE) -> Optional[str]:
     if key == "smt":
         if isinstance(value, bool):  # YAML 1.1 reads a bare on/off as a boolean
             return "on" if value else "off"
         if str(value).strip().lower() in ("on", "off"):
             return str(value).strip().lower()
-        errors.append("%s.smt=%s is not valid: expected on or off" % (VARIABLE, _describe(value)))
+        errors.append("%s.smt=%s is not valid: expected on or off" % (name, _describe(value)))
         return None
     if isinstance(value, bool) or value is None or not str(value).strip():
-        errors.append("%s.%s=%s is not valid: expected a text (%s)" % (VARIABLE, key, _describe(value), KEYS[key][1]))
+        errors.append("%s.%s=%s is not valid: expected a text (%s)" % (name, key, _describe(value), KEYS[key][1]))
         return None
     text = str(value).strip()
     if key == "hca_width":
         text = text.upper() if text.upper().endswith("X") else text + "X"
         if not text[:-1].isdigit():
             errors.append("%s.hca_width=%s is not valid: expected a link width like 4X (or 4)"
-                          % (VARIABLE, _describe(value)))
+                          % (name, _describe(value)))
             return None
     if key in node_check.PARTITION_MODES:
         text = text.upper()
         if text not in node_check.PARTITION_MODES[key]:
             errors.append("%s.%s=%s is not valid: expected one of %s"
-                          % (VARIABLE, key, _describe(value), ", ".join(node_check.PARTITION_MODES[key])))
+                          % (name, key, _describe(value), ", ".join(node_check.PARTITION_MODES[key])))
             return None
     return text
 
 
-def validate(expected: Any) -> Dict[str, Any]:
+def validate(expected: Any, name: str = VARIABLE) -> Dict[str, Any]:
     """The declared inventory, normalised (``hca_width: 4`` -> ``4X``, ``smt: true`` -> ``on``); raises
-    InventoryConfigError listing every unknown key and bad value."""
+    InventoryConfigError listing every unknown key and bad value (named as ``name``'s)."""
     if expected is None:
         return {}
     if not isinstance(expected, dict):
         raise InventoryConfigError(["%s=%s is not valid: expected a mapping of %s"
-                                    % (VARIABLE, _describe(expected), ", ".join(sorted(KEYS)))])
+                                    % (name, _describe(expected), ", ".join(sorted(KEYS)))])
     errors: List[str] = []
     out: Dict[str, Any] = {}
     for key in sorted(expected, key=str):
         value = expected[key]
         if key not in KEYS:
-            errors.append("%s has unknown key %r: valid keys are %s" % (VARIABLE, key, ", ".join(sorted(KEYS))))
+            errors.append("%s has unknown key %r: valid keys are %s" % (name, key, ", ".join(sorted(KEYS))))
             continue
         if value is None:
             continue  # declared empty: not checked (a group may unset a key of a parent group)
-        checked = _int(key, value, errors) if KEYS[key][0] == "int" else _text(key, value, errors)
+        checked = _int(key, value, errors, name) if KEYS[key][0] == "int" else _text(key, value, errors, name)
         if checked is not None:
             out[key] = checked
     if errors:
         raise InventoryConfigError(errors)
     return out
+
+
+def validate_learned(learned: Any, name: str = LEARNED) -> Tuple[Dict[str, Any], Dict[str, str]]:
+    """The expectation learned from the group majority (outliers.learned_expectation: ``expected`` and the
+    ``groups`` they were learned from), normalised as a declaration; raises InventoryConfigError listing every
+    problem, named as ``name``'s (the module option, or the controller's file it was read from)."""
+    if not learned:
+        return {}, {}
+    if not isinstance(learned, dict):
+        raise InventoryConfigError(["%s=%s is not valid: expected a mapping with expected and groups"
+                                    % (name, _describe(learned))])
+    errors = ["%s has unknown key %r: valid keys are expected, groups" % (name, key)
+              for key in sorted(learned, key=str) if key not in ("expected", "groups")]
+    try:
+        expected = validate(learned.get("expected"), name + ".expected")
+    except InventoryConfigError as exc:
+        errors.extend(exc.errors)
+        expected = {}
+    groups = learned.get("groups")
+    if not isinstance(groups, dict):
+        errors.append("%s.groups=%s is not valid: expected a mapping of key to group name"
+                      % (name, _describe(groups)))
+        groups = {}
+    raw = learned.get("expected") if isinstance(learned.get("expected"), dict) else {}
+    for key in sorted(set(raw) | set(groups), key=str):
+        group = groups.get(key)
+        if key not in raw or not isinstance(group, str) or not group.strip():
+            errors.append("%s.groups.%s=%s is not valid: every learned key needs the name of the group it was "
+                          "learned from, and only learned keys have one" % (name, key, _describe(group)))
+    if errors:
+        raise InventoryConfigError(errors)
+    return expected, dict((key, str(groups[key])) for key in expected)
 
 
 def findings(expected: Dict[str, Any], facts: Dict[str, Any]) -> List[Finding]:
@@ -150,6 +185,8 @@ def check(root_path: str, health: Optional[Dict[str, Any]]) -> Tuple[List[Findin
 def _check_entry(setting: Setting) -> Optional[Dict[str, Any]]:
     """What nodetune-check compares for one Setting. Of a service only its enablement, which systemd's links show
     (node_check.unit_enabled); whether it runs is left to verify (no systemctl at job boundaries)."""
+    if setting.kind == "boot":
+        return None  # the boot loader's entries need its parser (bootloader.py): verify checks them, not this
     entry: Dict[str, Any] = {"id": setting.id, "target": setting.target, "path": setting.path,
                              "kind": setting.kind, "compare": setting.compare}
     if setting.kind == SERVICE:
@@ -158,9 +195,11 @@ def _check_entry(setting: Setting) -> Optional[Dict[str, Any]]:
             return None
         entry["value"] = "enabled=" + enabled
         return entry
-    if setting.id == "irq.nic_local" and setting.key:
-        # IRQ numbers change across reboots, names do not: the file names the IRQ only by its action name, so
-        # that it still matches the node after a reboot (verify compares this file's content).
+    if setting.id in area_persist.IRQ_IDS and setting.key:
+        # IRQ numbers change across reboots, names do not: the file names the IRQ only by its key, so that it
+        # still matches the node after a reboot (verify compares this file's content): a NIC vector by its action
+        # name, a GPU's by amdgpu@pci:<BDF> (amdgpu names every GPU's vector alike), both found again as
+        # nodetune-restore finds them (node_check._irq_numbers).
         entry.update(irq_name=setting.key, target=setting.key, path="")
     if setting.kind == FILE:
         entry["value"] = "sha256:" + hashlib.sha256(setting.value.encode("utf-8")).hexdigest()
@@ -184,31 +223,66 @@ def _file_area(setting: Setting, areas: Any) -> str:
     return setting.area
 
 
-def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]], root: Any = None) -> List[Setting]:
+def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]], root: Any = None,
+                   learned: Optional[Tuple[Dict[str, Any], Dict[str, str]]] = None) -> List[Setting]:
     """The files apply writes for nodetune-check: one ``<area>.json`` per area (a ``--tags nvme`` run rewrites only
-    nvme's), ``inventory.json`` where an inventory is declared, and the checker itself, run by the node's system
-    Python under ``root`` (interpreter.shebang)."""
+    nvme's), ``inventory.json`` where an inventory is declared or learned (validate_learned: the values and the
+    group each was learned from; a declared key wins), and the checker itself, run by the node's system Python
+    under ``root`` (interpreter.shebang)."""
     by_area: Dict[str, List[Dict[str, Any]]] = {}
     areas = set(s.area for s in settings)
     for setting in settings:
         entry = _check_entry(setting)
         if entry is not None:
             by_area.setdefault(_file_area(setting, areas), []).append(entry)
+    for entry in _pending_irq_entries(settings):
+        by_area.setdefault("irq", []).append(entry)
     out = []
     for area, entries in sorted(by_area.items()):
+        # IRQs by name, in name order: the file stays the same when a pending IRQ appears (and is then planned)
+        entries = ([e for e in entries if not e.get("irq_name")]
+                   + sorted((e for e in entries if e.get("irq_name")), key=lambda e: (e["id"], e["irq_name"])))
         out.append(Setting("check.expected", area, "%s/%s.json" % (CHECK_DIR, area), _settings_text(entries),
                            kind=FILE, compare="content", area=PERSIST, runtime=False,
                            reason="the expected Settings nodetune-check compares between Ansible runs"))
-    if expected:
-        text = json.dumps({"version": 1, "expected": expected}, indent=1, sort_keys=True) + "\n"
+    learned_values, learned_groups = learned or ({}, {})
+    merged = dict(learned_values)
+    merged.update(expected or {})
+    if merged:
+        data: Dict[str, Any] = {"version": 1, "expected": merged}
+        from_group = dict((key, group) for key, group in learned_groups.items() if key not in (expected or {}))
+        if from_group:  # only then: a declared inventory's file stays as it always was
+            data["learned"] = from_group
+        text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+        which = ["declared (%s)" % VARIABLE] if expected else []
+        which = (["learned (the group majority)"] if from_group else []) + which
         out.append(Setting("check.expected", "inventory", "%s/%s" % (CHECK_DIR, node_check.INVENTORY_FILE), text,
                            kind=FILE, compare="content", area=PERSIST, runtime=False,
-                           reason="the declared inventory (%s) nodetune-check compares" % VARIABLE))
+                           reason="the %s inventory nodetune-check compares" % " and ".join(which)))
     if out:
         out.append(Setting("check.program", "nodetune-check", CHECK_SCRIPT,
                            node_check.script_text(interpreter.shebang(root=root)), kind=FILE,
                            compare="content", area=PERSIST, runtime=False, mode=0o755,
                            reason="the node-local check a scheduler runs (Slurm HealthCheckProgram, NHC)"))
+    return out
+
+
+def _pending_irq_entries(settings: List[Setting]) -> List[Dict[str, Any]]:
+    """Check entries of the IRQs the boot-restore state keeps although this run does not see them: mlx5 creates its
+    completion vectors on first use (Linux 6.5+), and area_persist keeps those a reboot took away until they are
+    back. nodetune-check skips one whose device is there but which is not created yet."""
+    state = next((s for s in settings if s.id == "persist.boot_restore" and s.target == "state:irq"), None)
+    if state is None:
+        return []
+    planned = set(s.key for s in settings if s.id in area_persist.IRQ_IDS and s.key)
+    out = []
+    for item in json.loads(state.value).get("settings") or []:
+        name = item.get("irq_name")
+        if name and name not in planned:
+            entry = _check_entry(Setting(item["id"], name, "", item["value"], compare=CPULIST, key=name))
+            if entry is not None:
+                entry.update(irq_name=name, target=name, path="")
+                out.append(entry)
     return out
 
 

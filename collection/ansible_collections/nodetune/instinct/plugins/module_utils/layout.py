@@ -10,8 +10,10 @@ The decisions follow docs/layout.md (and DOMAIN.md, which is the truth behind it
 - cores are built from ``thread_siblings`` (the kernel's word), never from a fixed numbering pattern;
 - the thread kept online on a core is its lowest online thread, so CPU0 is never offlined;
 - every GPU, GCD or partition gets a disjoint, evenly sized set of whole cores on its own NUMA node,
-  away from housekeeping cores and from the cores that take NIC completion IRQs;
-- NIC completion vectors go round-robin, one per core, over primary threads of the NIC's own node;
+  away from housekeeping cores (and from reserved NIC IRQ cores where policy irq_cores reserves some);
+- NIC completion vectors go round-robin, one per core, over primary threads of the NIC's own node (by default
+  every non-housekeeping core, rank cores included);
+- each GPU's amdgpu vector goes to a core of its own rank, one GPU per core;
 - kernel-managed IRQs (NVMe queues) are never placed, only reported with where the kernel put them.
 
 Every decision carries a ``reason`` so that a person can see why an IRQ landed on a CPU.
@@ -624,10 +626,11 @@ _ASYNC_NAME = re.compile(r"^(?:mlx5_(?:async|ctrl|pages|cmd)\w*|virtio\d+-config
 _NVME_QUEUE = re.compile(r"^nvme\d+q([1-9]\d*)$")
 _PCI_IN_NAME = re.compile(r"@pci:([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
 _TRAILING_NUMBER = re.compile(r"(\d+)(?:@.*)?$")
+_GPU_ACTION = "amdgpu"
 
 
 class _Irq(object):
-    __slots__ = ("irq", "name", "device", "index", "entry")
+    __slots__ = ("irq", "name", "device", "index", "indexed", "entry")
 
     def __init__(self, entry: Dict[str, Any], irq: int, name: str, device: Optional[str]) -> None:
         self.entry = entry
@@ -635,6 +638,7 @@ class _Irq(object):
         self.name = name
         self.device = device
         self.index = irq
+        self.indexed = False  # whether ``index`` is the driver's vector number, read from the name
 
     def vector_index(self) -> None:
         """The driver's vector number (mlx5_comp<N>, <dev>-TxRx-<N>): round-robin follows it, not IRQ numbers."""
@@ -642,6 +646,7 @@ class _Irq(object):
         number = next((g for g in match.groups() if g is not None), None) if match else None
         if number is not None:
             self.index = int(number)
+            self.indexed = True
 
 
 class _IrqSets(NamedTuple):
@@ -649,6 +654,8 @@ class _IrqSets(NamedTuple):
     comp_unknown: List[_Irq]  # completion vectors whose device is unknown
     control: List[_Irq]  # NIC async/control vectors: left alone
     managed: List[_Irq]
+    gpu: Dict[str, List[_Irq]]  # GPU BDF -> its vectors (amdgpu: one per PCI function)
+    gpu_unknown: List[_Irq]  # GPU vectors whose device is unknown
 
 
 def _irq_class(entry: Dict[str, Any], name: str) -> Optional[str]:
@@ -662,12 +669,18 @@ def _irq_class(entry: Dict[str, Any], name: str) -> Optional[str]:
         return "control"
     if kind == "nic_comp" or name.startswith("mlx5_comp") or (kind is None and _COMP_NAME.match(name)):
         return "comp"
+    # amdgpu_irq_init() (drivers/gpu/drm/amd/amdgpu/amdgpu_irq.c) allocates one vector per PCI function and
+    # request_irq()s it under the driver's name, "amdgpu": not managed (no PCI_IRQ_AFFINITY), so it can be moved
+    if kind == "gpu" or (kind is None and name == _GPU_ACTION):
+        return "gpu"
     return None
 
 
 def _classify_irqs(model: _Model) -> _IrqSets:
     comp = {}  # type: Dict[str, List[_Irq]]
+    gpu = {}  # type: Dict[str, List[_Irq]]
     comp_unknown, control, managed = [], [], []  # type: List[_Irq], List[_Irq], List[_Irq]
+    gpu_unknown = []  # type: List[_Irq]
     seen = set()  # type: Set[int]
     for entry in model.topology.get("irqs") or []:
         name = entry.get("name") or ""
@@ -687,6 +700,11 @@ def _classify_irqs(model: _Model) -> _IrqSets:
             managed.append(irq)
         elif what == "control":
             control.append(irq)
+        elif what == "gpu":
+            if device is None:
+                gpu_unknown.append(irq)
+            else:
+                gpu.setdefault(device, []).append(irq)
         else:
             irq.vector_index()
             if device is None:
@@ -695,10 +713,13 @@ def _classify_irqs(model: _Model) -> _IrqSets:
                 comp.setdefault(device, []).append(irq)
     for vectors in comp.values():
         vectors.sort(key=lambda i: (i.index, i.irq))
+    for vectors in gpu.values():
+        vectors.sort(key=lambda i: i.irq)
     managed.sort(key=lambda i: i.irq)
     control.sort(key=lambda i: i.irq)
     comp_unknown.sort(key=lambda i: i.irq)
-    return _IrqSets(comp, comp_unknown, control, managed)
+    gpu_unknown.sort(key=lambda i: i.irq)
+    return _IrqSets(comp, comp_unknown, control, managed, gpu, gpu_unknown)
 
 
 def _device_location(model: _Model, bdf: str) -> Tuple[Optional[int], Optional[Set[int]], str]:
@@ -970,6 +991,9 @@ def plan(topology: Dict[str, Any], policy: Optional[Dict[str, Any]] = None) -> D
     irq_affinity, left_alone = _place_nic_irqs(model, pol, irqs, node_plans, device_home, warnings)
     irq_reason = _irq_load_reason(pol, node_plans, irq_affinity, warnings)
     nic_irq_cpus = sorted(set(cpu for entry in irq_affinity for cpu in entry["cpus"]))
+    gpu_irq_affinity, gpu_left = _place_gpu_irqs(pol, irqs, units)
+    if gpu_left:
+        left_alone = sorted(left_alone + gpu_left, key=lambda e: e["irq"])
     housekeeping = sorted(t for n in node_plans.values() for c in n.housekeeping for t in stays_online(c))
     layout = {
         "schema": LAYOUT_SCHEMA,
@@ -980,9 +1004,10 @@ def plan(topology: Dict[str, Any], policy: Optional[Dict[str, Any]] = None) -> D
         "ranks": ranks,
         "irq_affinity": irq_affinity,
         "nic_irq_cpus": nic_irq_cpus,
+        "gpu_irq_affinity": gpu_irq_affinity,
         "managed_irqs": _managed_entries(irqs),
         "irq_left_alone": left_alone,
-        "irqbalance": _plan_irqbalance(model, pol, irq_affinity, nic_irq_cpus, stays_online),
+        "irqbalance": _plan_irqbalance(model, pol, irq_affinity + gpu_irq_affinity, stays_online),
         "nccl_env": _node_nccl_env(nearby),
         "numa": _numa_entries(model, node_plans, units, stays_online, smt),
         "reasons": {"smt": smt.reason, "housekeeping": hk_reason, "nic_irqs": irq_reason},
@@ -1004,7 +1029,9 @@ def _node_plans(model: _Model, policy: Policy, hk_ids: Set[int], irqs: _IrqSets,
         if unit.home in plans:
             plans[unit.home].units.append(unit)
     device_home = {}
-    for bdf in sorted(irqs.comp):
+    # A NIC counts with its async vector alone: mlx5 creates that one at probe, its completion vectors on first use
+    # (Linux 6.5+, commit f14c1a14e632), so the node's NICs, and each one's place among them, do not change then.
+    for bdf in sorted(set(irqs.comp) | set(i.device for i in irqs.control if i.device is not None)):
         device_home[bdf] = _device_location(model, bdf)
         home = device_home[bdf][0]
         if home in plans:
@@ -1038,7 +1065,7 @@ def _rank_entries(model: _Model, policy: Policy, units: List[_Unit], stays_onlin
         # so all ranks of a node must see the same ones (nccl_env, node-wide). netdevs/hcas only report the nearest.
         numactl = ["--physcpubind=%s" % cpulist]
         if unit.home is not None:
-            numactl.append("--membind=%d" % unit.home)
+            numactl.append("--preferred=%d" % unit.home)  # never OOMs when the node is full (rank_bind)
         reason = "GPU %s (%s) -> NUMA node %s" % (_unit_label(unit), unit.where, unit.home)
         if unit.shared:
             reason += ": too few cores on the node, shares all of them with the node's other ranks (policy 'share')"
@@ -1106,7 +1133,6 @@ def _place_nic_irqs(model: _Model, policy: Policy, irqs: _IrqSets, plans: Dict[i
                 left.append(_left(irq, "policy irq_placement 'leave'"))
         left.sort(key=lambda e: e["irq"])
         return placed, left
-    counters = {}  # type: Dict[int, int]
     for bdf in sorted(irqs.comp):
         home, local, where = device_home[bdf]
         node_plan = plans.get(home) if home is not None else None
@@ -1123,20 +1149,84 @@ def _place_nic_irqs(model: _Model, policy: Policy, irqs: _IrqSets, plans: Dict[i
             warnings.append("NIC %s: none of its node's IRQ cores is in its local_cpus: its IRQs go to its own "
                             "local cores instead" % bdf)
         why = _pool_reason(mode, node_plan.node.id, len(pool))
-        for irq in irqs.comp[bdf]:
-            position = counters.get(node_plan.node.id, 0)
-            counters[node_plan.node.id] = position + 1
-            cpu = pool[position % len(pool)]
+        # Each NIC of the node starts at its own place in the pool, spaced evenly, and goes on by vector number:
+        # a vector's CPU depends on nothing but its number, its NIC's place and the pool, not on which other vectors
+        # exist (mlx5 creates them on first use, Linux 6.5+), so a vector created later never moves those pinned.
+        devices = node_plan.nic_devices
+        start = devices.index(bdf) * len(pool) // len(devices)
+        if len(devices) > 1:
+            why += "; by vector number from CPU %d on: the node's %d NICs start evenly spaced" % (
+                pool[start], len(devices))
+        for irq, slot in zip(irqs.comp[bdf], _vector_slots(irqs.comp[bdf])):
+            cpu = pool[(start + slot) % len(pool)]
             placed.append({
                 "irq": irq.irq,
                 "name": irq.name,
                 "device": bdf,
                 "numa_node": node_plan.node.id,
                 "cpus": [cpu],
-                "reason": "NIC %s completion vector %d (%s) -> CPU %d: %s" % (bdf, irq.index, where, cpu, why),
+                "reason": "NIC %s completion vector %d (%s) -> CPU %d: %s" % (bdf, slot, where, cpu, why),
             })
     placed.sort(key=lambda e: e["irq"])
     left.sort(key=lambda e: e["irq"])
+    return placed, left
+
+
+def _vector_slots(vectors: List[_Irq]) -> List[int]:
+    """Each vector's place in its NIC's round-robin (``vectors`` in vector order): the driver's vector number where
+    every name carries a distinct one (mlx5_comp<N>, <dev>-TxRx-<N>); else its position among the NIC's vectors,
+    which holds only while the same vectors exist."""
+    if all(irq.indexed for irq in vectors) and len(set(irq.index for irq in vectors)) == len(vectors):
+        return [irq.index for irq in vectors]
+    return list(range(len(vectors)))
+
+
+def _place_gpu_irqs(policy: Policy, irqs: _IrqSets,
+                    units: List[_Unit]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """Each GPU's vector on a core of its own rank: the first core of the GPU's first rank that no other GPU's
+    vector took yet (ranks of one GPU, and shared ranks, hold the same cores), so on its GPU's NUMA node.
+
+    The amdgpu handler runs on the CPU that takes the IRQ and hands the KFD event work (the signals a rank's threads
+    wait on) to a CPU near it (kgd2kfd_interrupt(), drivers/gpu/drm/amd/amdkfd/kfd_device.c): an unbound high-priority
+    workqueue since upstream 34db5a32617d, so a CPU sharing the IRQ CPU's L3 (unbound default affinity scope "cache",
+    kernel/workqueue.c); before it, kfd_queue_work() took the next online CPU of the node, from a rank's first core
+    its second. So the work stays in the rank's own cores or L3 domain, one GPU per core, where one housekeeping core
+    would take every GPU of its node."""
+    placed = []  # type: List[Dict[str, Any]]
+    left = [_left(irq, "GPU vector whose owning PCI device is unknown: no rank or NUMA node to place it on")
+            for irq in irqs.gpu_unknown]
+    if policy.irq_placement == "leave":
+        for bdf in sorted(irqs.gpu):
+            left.extend(_left(irq, "policy irq_placement 'leave'") for irq in irqs.gpu[bdf])
+        return placed, left
+    first = {}  # type: Dict[str, Tuple[int, _Unit]]
+    for rank, unit in enumerate(units):
+        first.setdefault(unit.bdf, (rank, unit))
+    taken = {}  # type: Dict[int, int]  # CPU -> GPU vectors placed on it
+    for bdf in sorted(irqs.gpu):
+        found = first.get(bdf)
+        if found is None or not found[1].cores:
+            why = "not in the Topology's GPUs" if found is None else "its rank has no cores"
+            left.extend(_left(irq, "GPU %s: %s, so no rank core to place it on" % (bdf, why)) for irq in irqs.gpu[bdf])
+            continue
+        rank, unit = found
+        pool = [c.kept for c in unit.cores]
+        for irq in irqs.gpu[bdf]:
+            cpu = min(pool, key=lambda c: (taken.get(c, 0), c))
+            taken[cpu] = taken.get(cpu, 0) + 1
+            placed.append({
+                "irq": irq.irq,
+                "name": irq.name,
+                "device": bdf,
+                "numa_node": unit.home,
+                "rank": rank,
+                "cpus": [cpu],
+                "reason": "GPU %s vector (%s) -> CPU %d: a core of rank %d on NUMA node %s; the amdgpu handler "
+                          "runs there and KFD's event work next to it, beside the rank they wake%s"
+                          % (bdf, irq.name or "unnamed", cpu, rank, unit.home,
+                             " (shared cores: one GPU per core while cores last)" if unit.shared else ""),
+            })
+    placed.sort(key=lambda e: e["irq"])
     return placed, left
 
 
@@ -1167,6 +1257,9 @@ def _irq_load_reason(policy: Policy, plans: Dict[int, _NodePlan], placed: List[D
                                busiest, bound))
         elif plan.irq_mode in ("spread", "all_cores", "shared"):
             text += " (bound ceil(%d / %d) = %d)" % (vectors, cores, bound)
+            if busiest > bound:
+                text += (": its NICs have unequal vector counts, and each goes on by vector number from its own "
+                         "start, so that a vector the driver creates later moves none already pinned")
         parts.append(text)
     return "; ".join(parts) if parts else "no NIC completion vectors placed"
 
@@ -1214,8 +1307,9 @@ def _managed_entries(irqs: _IrqSets) -> List[Dict[str, Any]]:
     return entries
 
 
-def _plan_irqbalance(model: _Model, policy: Policy, placed: List[Dict[str, Any]], nic_irq_cpus: List[int],
+def _plan_irqbalance(model: _Model, policy: Policy, placed: List[Dict[str, Any]],
                      stays_online: Any) -> Dict[str, Any]:
+    """``placed``: every pinned vector, NIC completion and GPU."""
     info = model.topology.get("irqbalance") or {}
     installed = info.get("installed")
     entry = {
@@ -1230,14 +1324,14 @@ def _plan_irqbalance(model: _Model, policy: Policy, placed: List[Dict[str, Any]]
                            "rebalance, so it is stopped and disabled for the pinned layout to hold")
     else:
         banned = set()  # type: Set[int]
-        for cpu in nic_irq_cpus:
+        for cpu in set(cpu for e in placed for cpu in e["cpus"]):
             core = model.core_of.get(cpu)
             banned.update(stays_online(core) if core is not None else [cpu])
         entry["banned_cpulist"] = sorted(banned)
-        entry["banned_irqs"] = [e["irq"] for e in placed]
+        entry["banned_irqs"] = sorted(e["irq"] for e in placed)
         entry["reason"] = ("policy irqbalance 'ban': IRQBALANCE_BANNED_CPULIST holds the CPUs that take pinned NIC "
-                           "IRQs (and their SMT siblings) so irqbalance adds nothing there, and the pinned IRQs are "
-                           "passed as --banirq so irqbalance does not move them")
+                           "and GPU IRQs (and their SMT siblings) so irqbalance adds nothing there, and the pinned "
+                           "IRQs are banned so that irqbalance does not move them")
     if installed is False:
         entry["reason"] += " (irqbalance is not installed on this node: nothing to do)"
     return entry
@@ -1299,8 +1393,8 @@ def numa_layout(topology: Dict[str, Any], policy: Optional[Dict[str, Any]] = Non
 
 
 def irq_layout(topology: Dict[str, Any], policy: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """The IRQ side of the Layout: pinned NIC vectors, managed IRQs, vectors left alone, irqbalance."""
+    """The IRQ side of the Layout: pinned NIC and GPU vectors, managed IRQs, vectors left alone, irqbalance."""
     layout = plan(topology, policy)
-    keys = ("schema", "policy", "irq_affinity", "nic_irq_cpus", "managed_irqs", "irq_left_alone", "irqbalance",
-            "warnings")
+    keys = ("schema", "policy", "irq_affinity", "nic_irq_cpus", "gpu_irq_affinity", "managed_irqs", "irq_left_alone",
+            "irqbalance", "warnings")
     return {k: layout[k] for k in keys}

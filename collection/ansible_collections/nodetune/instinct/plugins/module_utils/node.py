@@ -70,20 +70,23 @@ def layout_policy(areas: Dict[str, Any], policy: Optional[Dict[str, Any]]) -> Di
 
 def load(root_path: str, areas: Dict[str, Any], policy: Optional[Dict[str, Any]] = None,
          run_command: Optional[Callable] = None, persist: bool = True,
-         expected_inventory: Optional[Dict[str, Any]] = None, persist_boot: bool = True) -> NodeState:
+         expected_inventory: Optional[Dict[str, Any]] = None, persist_boot: bool = True,
+         learned_inventory: Optional[Dict[str, Any]] = None) -> NodeState:
     """Discover, plan and build the desired Settings; raises SettingError/PolicyError on bad input.
-    ``expected_inventory``: the declared ``nodetune_inventory_expected`` (raw), for the node-local checker."""
+    ``expected_inventory``: the declared ``nodetune_inventory_expected`` (raw), for the node-local checker;
+    ``learned_inventory``: the expectation the fleet report learned from the group majority (raw), for it too."""
     expected = inventory_mod.validate(expected_inventory)  # refused before discovery, and before any write
+    learned = inventory_mod.validate_learned(learned_inventory)
     root = Root(root_path)
     root.check_node()
-    topology = discover(root)
+    topology = discover(root, irq_counts=False)  # the IRQ counts: nothing planned or checked reads them
     try:
         layout = layout_mod.plan(topology, layout_policy(areas or {}, policy))
     except layout_mod.LayoutError as exc:
         raise SettingError([str(exc)]) from None
     context = Context(root, topology, layout, services_mod.for_root(root, run_command))
     settings = desired_settings(context, areas or {}, persist=persist, expected_inventory=expected,
-                                persist_boot=persist_boot)
+                                persist_boot=persist_boot, learned_inventory=learned)
     return NodeState(root, topology, layout, context, settings)
 
 

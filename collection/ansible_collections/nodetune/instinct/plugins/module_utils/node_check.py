@@ -6,7 +6,8 @@
     nodetune-check [--root DIR] [--config-dir DIR] [--nhc] [--quiet]
 
 Reads the expectations nodetune's apply wrote into ``/etc/nodetune/check.d/`` (one ``<area>.json`` per tuned area:
-each Setting's path, value and how to compare; ``inventory.json``: the declared inventory) and compares them with
+each Setting's path, value and how to compare; ``inventory.json``: the declared inventory, and where nothing is
+declared the one learned from the node's group majority at the last verify) and compares them with
 the live node. One line per problem, starting with the finding id verify uses (``nvme.scheduler``,
 ``inventory.gpu_count``); with ``--nhc`` in the form LBNL NHC's ``die`` takes (``nodetune: <id> <target>: ...``,
 one line, first problem and the count). Exit status 0: clean; 1: drift; 2: the expectations cannot be read.
@@ -64,6 +65,12 @@ _VENDOR_NVIDIA = "0x10de"
 _KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
 _KFD_LINK_XGMI = "11"
 SYSTEMD_CONFIG_DIRS = ("etc/systemd/system", "run/systemd/system")  # enablement links (runtime ones in run/)
+# The pinned IRQs a driver creates after probe, so that one not there while its device is, is pending: NIC
+# completion vectors (mlx5 creates each on first use since Linux 6.5, commit f14c1a14e632: mlx5_comp_eqn_get() ->
+# create_comp_eq(), drivers/net/ethernet/mellanox/mlx5/core/eq.c). Not a GPU's (irq.gpu_local): amdgpu requests its
+# vector when it binds (amdgpu_irq_init(), drivers/gpu/drm/amd/amdgpu/amdgpu_irq.c) and frees it only when it lets
+# go of the device (amdgpu_irq_fini_hw()), so one missing while its GPU is there means amdgpu is not bound to it.
+LATE_IRQ_IDS = ("irq.nic_local",)
 
 
 class CheckConfigError(Exception):
@@ -228,8 +235,10 @@ def read_facts(root: str = "/") -> Dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------------ comparing
 def _model_matches(expected: str, actual: str) -> bool:
-    """``MI250`` matches ``MI250X/MI250`` (one device id, two boards)."""
-    return expected.upper() in [name.strip().upper() for name in str(actual).split("/")]
+    """``MI250`` matches ``MI250X/MI250`` (one device id, two boards), and so does ``MI250X/MI250`` itself (the name
+    an expectation learned from the group majority has)."""
+    names = [name.strip().upper() for name in str(actual).split("/")]
+    return expected.upper() in names or expected.strip().upper() == "/".join(names)
 
 
 def compare_inventory(expected: Dict[str, Any], facts: Dict[str, Any]) -> List[Tuple[str, Any, Any]]:
@@ -272,7 +281,32 @@ def normalize(compare: str, text: Optional[str]) -> Optional[str]:
             return text.strip()
     if compare == "words":
         return " ".join(text.split())
+    if compare == "od_clock":
+        return _od_clock(text)
     return text.strip()
+
+
+def _od_clock(text: str) -> str:
+    """amdgpu's pp_od_clk_voltage as the command that sets its maximum GFX clock, ``s 1 <MHz>``: the highest level
+    of its OD_SCLK (older drivers: GFXCLK) section, as parse.od_clock_command (a unit test keeps the two equal)."""
+    words = text.split()
+    if len(words) == 3 and words[0] == "s" and words[1].isdigit() and words[2].isdigit():
+        return "s %d %d" % (int(words[1]), int(words[2]))
+    levels = []  # type: List[Tuple[int, int]]
+    inside = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.endswith(":") and " " not in stripped and "\t" not in stripped:
+            if levels:
+                break
+            inside = stripped[:-1] in ("OD_SCLK", "GFXCLK")
+            continue
+        head, sep, rest = stripped.partition(":")
+        clock = rest.split()[0] if rest.split() else ""
+        number = clock[:-3] if clock.lower().endswith("mhz") else ""
+        if inside and sep and head.isdigit() and number.isdigit():
+            levels.append((int(head), int(number)))
+    return "s 1 %d" % max(levels)[1] if levels else text.strip()
 
 
 def _line_value(text: Optional[str], key: str) -> Optional[str]:
@@ -287,10 +321,15 @@ def _line_value(text: Optional[str], key: str) -> Optional[str]:
 
 
 def _irq_numbers(root: str, names: List[str]) -> Dict[str, int]:
-    """IRQ number of each action name: through its PCI device's msi_irqs and /proc/irq/N/<name>/ (a few directory
-    listings), and /proc/interrupts (megabytes on a 384-CPU node) only for names not found that way."""
+    """IRQ number of each name, as nodetune-restore finds it (area_persist.irq_numbers): a name that carries its PCI
+    device among that device's msi_irqs and their /proc/irq/N/<action>/ folders (kernel/irq/proc.c,
+    register_handler_proc()), where the action is the name itself (``mlx5_comp3@pci:<BDF>``) or, for a driver
+    whose action does not carry its device, the part before ``@pci:`` (``amdgpu@pci:<BDF>``: every GPU's vector is
+    named ``amdgpu``); /proc/interrupts (megabytes on a 384-CPU node) only for names not found that way, by the
+    whole name (so never an amdgpu one: its line does not say whose it is)."""
     numbers = {}  # type: Dict[str, int]
     for bdf in sorted(set(name.partition("@pci:")[2] for name in names) - {""}):
+        wanted = [name for name in names if name.partition("@pci:")[2] == bdf]
         try:
             vectors = os.listdir(os.path.join(root, "sys/bus/pci/devices", bdf, "msi_irqs"))
         except OSError:
@@ -298,11 +337,12 @@ def _irq_numbers(root: str, names: List[str]) -> Dict[str, int]:
         for vector in vectors:
             if vector and all("0" <= c <= "9" for c in vector):
                 try:
-                    actions = os.listdir(os.path.join(root, "proc/irq", vector))
+                    actions = set(os.listdir(os.path.join(root, "proc/irq", vector)))
                 except OSError:
                     continue
-                for action in actions:
-                    numbers.setdefault(action, int(vector))
+                for name in wanted:
+                    if name in actions or name.partition("@pci:")[0] in actions:
+                        numbers.setdefault(name, int(vector))
     if all(name in numbers for name in names):
         return numbers
     for line in (_read(root, "proc/interrupts") or "").splitlines()[1:]:
@@ -368,7 +408,14 @@ def _still_named(root: str, entry: Dict[str, Any]) -> bool:
     """The IRQ number apply saw still carries the action (/proc/irq/N/<name>/, kernel/irq/proc.c): the usual case,
     which spares parsing /proc/interrupts (megabytes on a 384-CPU node)."""
     directory = (entry.get("path") or "").rpartition("/")[0]
-    return bool(directory) and os.path.isdir(os.path.join(root, directory, entry["irq_name"]))
+    if not directory:
+        return False
+    if os.path.isdir(os.path.join(root, directory, entry["irq_name"])):
+        return True
+    # an action that does not carry its device (amdgpu): the number must still be that device's, not another GPU's
+    action, _sep, bdf = entry["irq_name"].partition("@pci:")
+    return bool(bdf) and os.path.isdir(os.path.join(root, directory, action)) and os.path.exists(
+        os.path.join(root, "sys/bus/pci/devices", bdf, "msi_irqs", directory.rpartition("/")[2]))
 
 
 def check_settings(root: str, entries: List[Dict[str, Any]]) -> List[Tuple[str, str, str, Optional[str]]]:
@@ -380,18 +427,35 @@ def check_settings(root: str, entries: List[Dict[str, Any]]) -> List[Tuple[str, 
         if entry.get("irq_name") and id(entry) not in moved:
             entry = dict(entry, irq_name=None)  # its number is still right: read the recorded path
         actual = _current(root, entry, irqs)
+        if actual is None and entry.get("irq_name") and _created_later(root, entry):
+            continue  # pending, not drift: its device is there and will create it (mlx5: on first use, Linux 6.5+)
         if actual != entry["value"]:
             problems.append((entry["id"], entry["target"], entry["value"], actual))
     return problems
 
 
-def load_config(root: str, config_dir: str) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
-    """The Setting entries of every ``<area>.json`` and the declared inventory (empty where none)."""
+def created_later(setting_id: str, irq_name: str, device_present: bool) -> bool:
+    """Whether an IRQ that does not exist is pending, not missing: one of the kinds a driver creates after probe
+    (LATE_IRQ_IDS) whose PCI device (named in it, ``@pci:<BDF>``) is there. nodetune-restore, verify and this
+    checker all ask this (area_persist)."""
+    return setting_id in LATE_IRQ_IDS and "@pci:" in irq_name and device_present
+
+
+def _created_later(root: str, entry: Dict[str, Any]) -> bool:
+    bdf = entry["irq_name"].partition("@pci:")[2]
+    return created_later(entry["id"], entry["irq_name"],
+                         bool(bdf) and os.path.isdir(os.path.join(root, "sys/bus/pci/devices", bdf)))
+
+
+def load_config(root: str, config_dir: str) -> Tuple[List[Dict[str, Any]], Dict[str, Any], Dict[str, str]]:
+    """The Setting entries of every ``<area>.json``, the expected inventory (empty where none) and, of its keys
+    learned from the group majority rather than declared, the group (``learned``)."""
     directory = os.path.join(root, config_dir)
     if not os.path.isdir(directory):
         raise CheckConfigError("%s does not exist: run the nodetune apply on this node first" % directory)
     entries = []  # type: List[Dict[str, Any]]
     inventory = {}  # type: Dict[str, Any]
+    learned = {}  # type: Dict[str, str]
     for name in sorted(os.listdir(directory)):
         if not name.endswith(".json"):
             continue
@@ -402,21 +466,23 @@ def load_config(root: str, config_dir: str) -> Tuple[List[Dict[str, Any]], Dict[
             raise CheckConfigError("%s cannot be read: %s" % (os.path.join(directory, name), exc)) from None
         if name == INVENTORY_FILE:
             inventory = dict(data.get("expected") or {})
+            learned = dict(data.get("learned") or {})
         else:
             entries.extend(data.get("settings") or [])
-    return entries, inventory
+    return entries, inventory, learned
 
 
 # ------------------------------------------------------------------------------------------------ the program
 def problems(root: str, config_dir: str = CONFIG_DIR) -> List[str]:
     """One line per problem, each starting with its finding id."""
-    entries, inventory = load_config(root, config_dir)
+    entries, inventory, learned = load_config(root, config_dir)
     lines = []
     for sid, target, want, actual in check_settings(root, entries):
         lines.append("%s %s: expected %s, found %s" % (sid, target, want, "absent" if actual is None else actual))
     if inventory:
         for key, want, actual in compare_inventory(inventory, read_facts(root)):
-            lines.append("inventory.%s node: expected %s, found %s" % (key, want, actual))
+            origin = " (learned: the majority of group %s)" % learned[key] if key in learned else ""
+            lines.append("inventory.%s node: expected %s, found %s%s" % (key, want, actual, origin))
     return lines
 
 

@@ -290,3 +290,70 @@ def parse_link_speed(text: Optional[str]) -> Optional[float]:
 
 def pcie_generation(gts: Optional[float]) -> Optional[int]:
     return _PCIE_GEN.get(gts) if gts is not None else None
+
+
+# amdgpu's pp_od_clk_voltage names the GFX clock section OD_SCLK (emit_clk_levels, Linux 6.x) or GFXCLK (the older
+# print_clk_levels of aldebaran and smu_v13_0_6, which print the SCLK levels under that header)
+OD_SCLK_SECTIONS = ("OD_SCLK", "GFXCLK")
+
+
+def _mhz(word: str) -> Optional[int]:
+    """``"1900Mhz"`` / ``"1900MHz"`` -> 1900, else None."""
+    number = number_before_unit(word, "M")
+    if number is None or not is_digits(number) or not word.strip()[len(number):].lower().startswith("mhz"):
+        return None
+    return int(number)
+
+
+def clock_levels(text: Optional[str], sections: Optional[Tuple[str, ...]] = None) -> List[Tuple[int, int]]:
+    """(level, MHz) of the ``N: <clock>Mhz`` lines of an amdgpu clock file: all of pp_dpm_sclk (``sections`` None),
+    or the first of ``sections`` found in pp_od_clk_voltage (from its ``NAME:`` header to the next header). The
+    deep-sleep line (``S: 100Mhz *``) and the current-level mark (``*``) are left out."""
+    levels: List[Tuple[int, int]] = []
+    inside = sections is None
+    for line in (text or "").splitlines():
+        stripped = line.strip()
+        if stripped.endswith(":") and stripped[:-1] and not any(c.isspace() for c in stripped):
+            if levels and sections is not None:
+                break  # the next section
+            inside = sections is not None and stripped[:-1] in sections
+            continue
+        head, sep, rest = stripped.partition(":")
+        words = rest.split()
+        if inside and sep and is_digits(head) and words and _mhz(words[0]) is not None:
+            levels.append((int(head), _mhz(words[0]) or 0))
+    return levels
+
+
+def od_range(text: Optional[str], name: str = "SCLK") -> Optional[Tuple[int, int]]:
+    """The ``<name>: <min>Mhz <max>Mhz`` line of pp_od_clk_voltage's OD_RANGE section, else None."""
+    inside = False
+    for line in (text or "").splitlines():
+        stripped = line.strip()
+        if stripped.endswith(":") and not any(c.isspace() for c in stripped):
+            inside = stripped == "OD_RANGE:"
+            continue
+        head, sep, rest = stripped.partition(":")
+        words = rest.split()
+        if inside and sep and head.strip() == name and len(words) >= 2:
+            low, high = _mhz(words[0]), _mhz(words[1])
+            if low is not None and high is not None:
+                return low, high
+    return None
+
+
+def od_clock_command(text: Optional[str]) -> Optional[str]:
+    """The comparable form of the maximum GFX clock in pp_od_clk_voltage: ``s 1 <MHz>``, the command that sets it.
+
+    A command (``s 1 1900``, what is written) stays as it is; the table the file reads back gives its OD_SCLK (or
+    GFXCLK) section's highest level, the maximum (``1: 1900Mhz``; an older driver lists the current clock between
+    the minimum and the maximum). None where there is no such section; anything else as it is."""
+    if text is None:
+        return None
+    words = text.split()
+    if len(words) == 3 and words[0] == "s" and is_digits(words[1]) and is_digits(words[2]):
+        return "s %d %d" % (int(words[1]), int(words[2]))
+    levels = clock_levels(text, OD_SCLK_SECTIONS)
+    if not levels:
+        return text.strip()
+    return "s 1 %d" % max(levels)[1]

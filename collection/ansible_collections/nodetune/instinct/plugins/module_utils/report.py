@@ -28,8 +28,9 @@ from xml.etree import ElementTree
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import group_findings
 
 REPORT_SCHEMA = 1
-STATUSES = ("ok", "drift", "not_applicable", "unsupported", "waived")
-SKIPPED_STATUSES = ("not_applicable", "unsupported", "waived")
+STATUSES = ("ok", "drift", "not_applicable", "unsupported", "waived", "pending")
+# pending (right in the boot loader, a reboot away): skipped in JUnit, a failure being for drift only
+SKIPPED_STATUSES = ("not_applicable", "unsupported", "waived", "pending")
 
 
 # ------------------------------------------------------------------------------------------------ per node
@@ -202,7 +203,7 @@ def escape_label(value: Any) -> str:
 
 def prometheus_text(findings: List[Dict[str, Any]], timestamp: Optional[float] = None) -> str:
     """The node_exporter textfile for one node's findings: per check id, whether it drifts and on how many
-    targets; totals per status; the time of the run. Series: 2 per check id + 6."""
+    targets; totals per status; the time of the run. Series: 2 per check id + 7."""
     when = time.time() if timestamp is None else timestamp
     groups = sorted(group_findings(findings), key=lambda group: group["id"])
     counts = dict((status, 0) for status in STATUSES)
@@ -244,6 +245,7 @@ def fleet_summary(results: Dict[str, Any], top: int = 10, digests: Optional[List
         digests = digest_results(results)
     clean: List[str] = []
     drifted: Dict[str, List[str]] = {}
+    pending: Dict[str, List[str]] = {}
     failed: Dict[str, str] = {}
     totals = dict((status, 0) for status in STATUSES)
     by_id: Dict[str, List[int]] = {}
@@ -261,6 +263,9 @@ def fleet_summary(results: Dict[str, Any], top: int = 10, digests: Optional[List
                 entry = by_id.setdefault(group["id"], [0, 0])
                 entry[0] += 1
                 entry[1] += group["counts"]["drift"]
+        elif any(group["status"] == "pending" for group in digest["groups"]):
+            # configured right, waiting for a reboot (kernel_cmdline.running): neither clean nor drifted
+            pending[host] = sorted(group["id"] for group in digest["groups"] if group["status"] == "pending")
         else:
             clean.append(host)
     frequent = sorted(by_id.items(), key=lambda item: (-item[1][0], item[0]))
@@ -268,8 +273,9 @@ def fleet_summary(results: Dict[str, Any], top: int = 10, digests: Optional[List
         "nodes": len(digests),
         "clean": clean,
         "drifted": drifted,
+        "pending": pending,
         "failed": failed,
-        "counts": {"clean": len(clean), "drifted": len(drifted), "failed": len(failed)},
+        "counts": {"clean": len(clean), "drifted": len(drifted), "pending": len(pending), "failed": len(failed)},
         "findings": totals,
         "drift_by_id": [{"id": check, "nodes": n, "targets": t} for check, (n, t) in frequent],
         "top_drift_ids": [{"id": check, "nodes": n} for check, (n, _t) in frequent[:top]],
@@ -286,10 +292,13 @@ def summary_lines(summary: Dict[str, Any], names: int = 8) -> List[str]:
         return shown + (" ... (+%d)" % (len(hosts) - names) if len(hosts) > names else "")
 
     counts = summary["counts"]
-    lines = ["nodetune verify: %d node(s): %d clean, %d drifted, %d failed"
-             % (summary["nodes"], counts["clean"], counts["drifted"], counts["failed"])]
+    lines = ["nodetune verify: %d node(s): %d clean, %d drifted, %s%d failed"
+             % (summary["nodes"], counts["clean"], counts["drifted"],
+                "%d pending (reboot), " % counts["pending"] if counts.get("pending") else "", counts["failed"])]
     if summary["drifted"]:
         lines.append("drifted: " + some(sorted(summary["drifted"])))
+    if summary.get("pending"):
+        lines.append("pending a reboot: " + some(sorted(summary["pending"])))
     if summary["failed"]:
         lines.append("failed: " + some(sorted(summary["failed"])))
     if summary["top_drift_ids"]:

@@ -74,6 +74,18 @@ class SystemdServices(object):
         return {"enabled": "yes" if out_enabled.strip() in ("enabled", "enabled-runtime", "alias") else "no",
                 "active": "yes" if active else "no"}
 
+    def show(self, unit: Optional[str], properties: Sequence[str]) -> Dict[str, str]:
+        """``systemctl show``'s ``KEY=VALUE`` properties of a unit, or of the manager itself where ``unit`` is None
+        (what it has loaded, e.g. ``DefaultLimitMEMLOCK``); empty where systemd is not running or systemctl fails.
+        Reads only (area_limits' verify)."""
+        if self.offline:
+            return {}
+        argv = [self.systemctl, "show", "--no-pager"] + ["--property=" + name for name in properties]
+        rc, out = self.run(argv + (["--", unit] if unit else []))[:2]
+        if rc != 0:
+            return {}
+        return dict(line.partition("=")[::2] for line in out.splitlines() if "=" in line)
+
     def set_state(self, unit: str, wanted: Dict[str, str]) -> None:
         """Every step is tried (a failed stop must not leave the unit enabled); one OSError names each failure."""
         check_unit(unit)
@@ -94,6 +106,10 @@ class SystemdServices(object):
                 commands.append(self._command("start", unit))
         for command in commands:
             rc, out, err = self.run(command)
+            if rc == 5 and command[-2] == "stop":
+                # "Unit ... not loaded" (LSB 5): a unit never started whose file a revert removed is unloaded at the
+                # next daemon-reload (systemctl disable of another unit does one); stopped is what was wanted
+                continue
             if rc != 0:
                 failures.append("%s failed (rc=%d): %s" % (" ".join(command), rc, (err or out).strip()))
         if failures:

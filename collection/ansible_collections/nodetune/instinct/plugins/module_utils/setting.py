@@ -14,11 +14,12 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Sequence
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+from ansible_collections.nodetune.instinct.plugins.module_utils import areas, bootloader
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
     ascii_int,
+    od_clock_command,
     parse_choice,
     parse_cpulist,
 )
@@ -31,8 +32,9 @@ FILE = "file"  # a whole config file owned by nodetune (sysctl.d, udev rules, pr
 LINE = "line"  # one KEY=VALUE line in a file nodetune does not own (/etc/default/irqbalance)
 ABSENT = "absent"  # a file that must not exist (e.g. a stale nodetune file)
 SERVICE = "service"  # a systemd unit's enabled/active state
+BOOT = "boot"  # the boot loader's kernel command line (bootloader.py): value "add -remove" words, set by its tool
 
-KINDS = (ATTR, FILE, LINE, ABSENT, SERVICE)
+KINDS = (ATTR, FILE, LINE, ABSENT, SERVICE, BOOT)
 
 # How the current value is compared with the desired one
 EXACT = "exact"
@@ -41,8 +43,13 @@ CHOICE = "choice"  # "[none] mq-deadline": compare the bracketed (active) entry
 CPULIST = "cpulist"  # "0-3" == "0,1,2,3"
 WORDS = "words"  # whitespace-normalised ("4096\t87380" == "4096 87380")
 CONTENT = "content"  # whole file text
+# amdgpu's pp_od_clk_voltage: written as a command ("s 1 1900"), committed with a second write ("c"), read back as a
+# table; compared as the command that sets its maximum GFX clock (parse.od_clock_command)
+OD_CLOCK = "od_clock"
 
-COMPARES = (EXACT, INT, CHOICE, CPULIST, WORDS, CONTENT)
+COMPARES = (EXACT, INT, CHOICE, CPULIST, WORDS, CONTENT, OD_CLOCK)
+# what a kernel attribute compared this way takes after its value, as a write of its own (attr_writes)
+COMMITS = {OD_CLOCK: "c"}
 
 # Apply order: lower first, declared per area in areas.py (order, steps).
 ORDER = areas.apply_order()
@@ -187,26 +194,41 @@ def check_shape(settings: List[Setting]) -> None:
 
 def normalize(setting: Setting, text: Optional[str]) -> Optional[str]:
     """The comparable form of a value read from the node (``None`` = absent)."""
+    return normalize_as(setting.compare, text)
+
+
+def normalize_as(compare: str, text: Optional[str]) -> Optional[str]:
+    """:func:`normalize` for a comparison named by itself (a journal entry keeps only that of its Setting)."""
     if text is None:
         return None
-    if setting.compare == CHOICE:
+    if compare == CHOICE:
         active = parse_choice(text)[0]
         return active
-    if setting.compare == CPULIST:
+    if compare == CPULIST:
         try:
             return ",".join(str(c) for c in parse_cpulist(text))
         except ParseError:
             return text.strip()
-    if setting.compare == INT:
+    if compare == INT:
         try:
             return str(ascii_int(text.strip()))
         except ParseError:
             return text.strip()
-    if setting.compare == WORDS:
+    if compare == WORDS:
         return " ".join(text.split())
-    if setting.compare == CONTENT:
+    if compare == CONTENT:
         return text
+    if compare == OD_CLOCK:
+        return od_clock_command(text)
     return text.strip()
+
+
+def attr_writes(compare: str, value: str) -> List[str]:
+    """The write(2)s that set a kernel attribute to ``value``: the value, then its commit where the attribute takes
+    one (rocm_smi_lib's rsmi_perf_determinism_mode_set writes "s 1 <clock>" then "c" to pp_od_clk_voltage; amdgpu
+    parses one command per write, amdgpu_set_pp_od_clk_voltage)."""
+    commit = COMMITS.get(compare)
+    return [value] if commit is None else [value, commit]
 
 
 def read_line(text: Optional[str], key: str) -> Optional[str]:
@@ -243,6 +265,8 @@ def read_current(root: Root, setting: Setting, services: Any = None) -> Optional
         return format_state(services.state(setting.target), sorted(wanted))
     if setting.kind == ABSENT:
         return "present" if root.exists(setting.path) else "absent"
+    if setting.kind == BOOT:
+        return bootloader.current(root, setting.key or "", setting.value)
     if setting.kind == LINE:
         return read_line(root.read(setting.path, strip=False), setting.key or "")
     if setting.kind == FILE:
@@ -259,6 +283,8 @@ def desired(setting: Setting) -> str:
         return setting.value
     if setting.kind == ABSENT:
         return "absent"
+    if setting.kind == BOOT:
+        return bootloader.describe(*bootloader.requirement(setting.value))
     return normalize(setting, setting.value) or ""
 
 

@@ -4,27 +4,36 @@
 """Read-only stability checks that ride with the health checks (issue 15): what the seeds' stability checklist and
 AMD's guides name, each with its source.
 
-- ``health.pcie_acs``: PCIe Access Control Services off on every bridge between a GPU or NIC and its root port
-  (the ACS extended capability, id 0x000D, control register at +6 of the ``config`` file: PCIe Base Spec 7.7.11).
-  AMD's multi-node RCCL guides disable it (``setpci ... ECAP_ACS+0x6.w=0000``): with P2P request redirect on,
-  GPU<->NIC traffic under one switch detours through the root complex. Reading past the first 64 bytes of config
-  space takes root; where the extended space cannot be read the finding is unsupported.
-- ``health.xgmi_links``: every GPU of an xGMI hive has an xGMI link to every other GPU of the hive (KFD topology
-  ``io_links`` of type 11, ``hive_id``: Documentation/gpu/amdgpu/ and ROCm's "xGMI" topology docs; a missing peer
-  is a link that did not train, and RCCL falls back to PCIe for it).
+- ``health.pcie_acs``: no PCIe ACS P2P redirect on any bridge between a GPU or NIC and its root port (the ACS
+  extended capability, id 0x000D, control register at +6 of the ``config`` file: PCIe Base Spec 7.7.11). AMD's
+  multi-node RCCL guides disable ACS (``setpci ... ECAP_ACS+0x6.w=0000``): with P2P redirect on, GPU<->NIC traffic
+  under one switch detours through the root complex. Only Request Redirect, Completion Redirect and Egress Control
+  (bits 2, 3, 5) redirect peer traffic; they are the bits ``pci=disable_acs_redir=`` clears (drivers/pci/pci.c),
+  so Source Validation and Upstream Forwarding alone are ok. With the IOMMU on the kernel sets SV/RR/CR/UF on every
+  downstream port at each boot (drivers/iommu/amd/init.c ``detect_ivrs()`` -> ``pci_request_acs()``; drivers/pci/
+  pci.c ``pci_enable_acs()`` -> ``pci_std_enable_acs()``), so the remedy is then the kernel parameter, not the
+  BIOS. Reading past the first 64 bytes of config space takes root; where the extended space cannot be read the
+  finding is unsupported.
+- ``health.xgmi_links``: listed here, run by health.py (``check_xgmi_links``): amdgpu's per-port xGMI state and
+  xGMI RAS errors, since the KFD topology lists a link to every hive member whether it trained or not.
 - ``health.gpu_ras``: amdgpu RAS error counters, ``ras/<block>_err_count`` (``ue: N`` / ``ce: N``) of each GPU's
   PCI device (Documentation/gpu/amdgpu/ras.rst); any uncorrectable error is drift, correctable ones are shown.
+  ``xgmi_wafl`` (xGMI link errors) is left to ``health.xgmi_links``, so that a bad link is one finding.
 - ``health.ib_counters``: InfiniBand port error counters ``ports/N/counters/{symbol_error, link_downed,
   port_rcv_errors, port_xmit_discards}`` (Documentation/ABI/stable/sysfs-class-infiniband) above
   ``nodetune_health_ib_counter_max`` (default: infiniband-diags' error_thresholds, 10/10/10/100).
 - ``health.memlock``: RDMA registers (pins) memory, so the max locked memory must be unlimited for jobs: the
-  ``memlock`` entries for ``*`` of /etc/security/limits.conf and limits.d/*.conf (limits.conf(5): soft and hard) and
-  systemd's ``DefaultLimitMEMLOCK`` in system.conf / system.conf.d (systemd-system.conf(5)), for services such as
-  slurmd that start jobs. AMD's RCCL/multi-node guides ask for ``ulimit -l unlimited``.
+  ``memlock`` that pam_limits sets for ``*`` from /etc/security/limits.conf and limits.d/*.conf (limits.conf(5): soft
+  and hard, the later line winning) and systemd's ``DefaultLimitMEMLOCK`` from system.conf / system.conf.d
+  (systemd-system.conf(5)), for services such as slurmd that start jobs, read as the limits area reads them
+  (area_limits.py). AMD's RCCL/multi-node guides ask for ``ulimit -l unlimited``. With the limits area on, its
+  findings are the check.
 - ``health.gpu_perf_level``: amdgpu ``power_dpm_force_performance_level`` against
   ``nodetune_health_gpu_perf_level`` (Documentation/gpu/amdgpu/thermal.rst).
 - ``health.gpu_power_cap``: hwmon ``power1_cap`` (microwatts) against ``nodetune_health_gpu_power_cap_w``
   (Documentation/gpu/amdgpu/thermal.rst, hwmon sysfs-interface).
+  Where the gpu area sets the level (performance determinism) or the cap, its findings (``gpu.*``, the Settings
+  apply writes) are these checks.
 
 Never writes.
 """
@@ -33,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+from ansible_collections.nodetune.instinct.plugins.module_utils import area_gpu, area_limits, areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
     DRIFT,
     NOT_APPLICABLE,
@@ -46,13 +55,17 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import No
 SOURCE = "health"
 CHECKS = ("pcie_acs", "xgmi_links", "gpu_ras", "ib_counters", "memlock", "gpu_perf_level", "gpu_power_cap")
 ACS_CAP_ID = 0x000D  # PCIe extended capability id of Access Control Services
+# ACS control bits (include/uapi/linux/pci_regs.h, PCI_ACS_*)
+ACS_BITS = (("SV", 0x01), ("TB", 0x02), ("RR", 0x04), ("CR", 0x08), ("UF", 0x10), ("EC", 0x20), ("DT", 0x40))
+# P2P Request Redirect, P2P Completion Redirect, P2P Egress Control: the bits that send peer traffic to the root
+# complex, and the ones pci=disable_acs_redir= clears (drivers/pci/pci.c, pci_enable_acs())
+ACS_REDIRECT = 0x04 | 0x08 | 0x20
 EXT_CAP_START = 0x100
 IB_COUNTERS = ("symbol_error", "link_downed", "port_rcv_errors", "port_xmit_discards")
 # Declared once, with its source (infiniband-diags' error_thresholds), in areas.py.
 DEFAULT_IB_COUNTER_MAX = dict(areas.defaults("verify")["nodetune_health_ib_counter_max"])
 PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_min_sclk", "profile_min_mclk",
                "profile_peak", "perf_determinism")
-UNLIMITED = ("unlimited", "infinity", "-1")
 
 
 def _id(check: str) -> str:
@@ -75,28 +88,6 @@ def _int(text: Optional[str]) -> Optional[int]:
 
 
 # ------------------------------------------------------------------------------------------------ checks
-def check_xgmi_links(topology: Dict[str, Any]) -> List[Finding]:
-    hives: Dict[Any, List[str]] = {}
-    for gpu in topology.get("gpus") or []:
-        if gpu.get("hive_id"):
-            hives.setdefault(gpu["hive_id"], []).append(gpu["bdf"])
-    if not hives:
-        return [_na("xgmi_links", "no GPU in an xGMI hive on this node")]
-    findings = []
-    for gpu in topology.get("gpus") or []:
-        if not gpu.get("hive_id"):
-            continue
-        others = sorted(set(hives[gpu["hive_id"]]) - {gpu["bdf"]})
-        missing = sorted(set(others) - set(gpu.get("xgmi_peers") or []))
-        findings.append(Finding(
-            _id("xgmi_links"), gpu["bdf"], "%d xGMI peers" % len(others),
-            "%d xGMI peers%s" % (len(others) - len(missing), " (missing: %s)" % ", ".join(missing) if missing else ""),
-            DRIFT if missing else OK, severity="high", source=SOURCE,
-            remedy="an xGMI link to these GPUs is missing (not trained): RCCL goes over PCIe for them; check "
-                   "amd-smi xgmi and dmesg, then reset or service the GPU" if missing else ""))
-    return findings
-
-
 def _bridges(root: Root, bdf: str) -> List[str]:
     """The PCI functions above ``bdf`` up to its root port, nearest first (its sysfs path's parents)."""
     try:
@@ -137,37 +128,67 @@ def acs_control(config: bytes) -> Optional[int]:
     return 0
 
 
+def acs_names(control: int) -> str:
+    """``0x001d`` -> ``"SV RR CR UF"``."""
+    return " ".join(name for name, bit in ACS_BITS if control & bit)
+
+
+def _acs_remedy(root: Root, kind: str, bridges: List[str], iommu: bool) -> str:
+    """How to turn the redirect off where it is on, for the bridges that have it (their vendor:device ids make the
+    kernel parameter, whose device list is ';'-separated: Documentation/admin-guide/kernel-parameters.txt)."""
+    ids = []
+    for bridge in bridges:
+        vendor, device = [(root.read(_pci(bridge) + "/" + f) or "").replace("0x", "") for f in ("vendor", "device")]
+        name = "pci:%s:%s" % (vendor, device) if vendor and device else bridge  # the kernel takes a BDF too
+        if name not in ids:
+            ids.append(name)
+    param = "pci=disable_acs_redir=" + ";".join(ids)
+    why = ("the IOMMU is on, so the kernel sets ACS SV/RR/CR/UF on every downstream port at each boot "
+           "(pci_request_acs() from the IOMMU driver, pci_std_enable_acs()), whatever the BIOS says, and a setpci "
+           "lasts until the next boot" if iommu else "the firmware left it on")
+    return ("%s peer traffic detours through the root complex; %s: add %s to the kernel command line (it clears "
+            "only RR/CR/EC, and the kernel applies it with or without the IOMMU), or clear those bits from a boot "
+            "unit with setpci -s BDF ECAP_ACS+0x6.w=0000:%04x, or ECAP_ACS+0x6.w=0000 as AMD's multi-node guides do"
+            % (kind, why, param, ACS_REDIRECT))
+
+
 def check_pcie_acs(root: Root, topology: Dict[str, Any]) -> List[Finding]:
     devices = [("GPU", g["bdf"]) for g in topology.get("gpus") or []]
     devices += [("NIC", n["bdf"]) for n in topology.get("ib_devices") or [] if n.get("bdf")]
     if not devices:
         return [_na("pcie_acs", "no GPU or RDMA NIC on this node")]
+    iommu = bool((topology.get("iommu") or {}).get("present"))
+    expected = "no ACS P2P redirect (RR/CR/EC) on the path"
     findings = []
     for kind, bdf in devices:
-        enabled, unreadable = [], []
+        redirect, kept, unreadable, bridges = [], [], [], []
         for bridge in _bridges(root, bdf):
             config = read_config(root, bridge)
             control = acs_control(config)
             if control is None:
                 unreadable.append(bridge)
-            elif control:
-                enabled.append("%s (0x%04x)" % (bridge, control))
-        if unreadable and not enabled:
-            findings.append(Finding(_id("pcie_acs"), bdf, "ACS off on the path", "-", UNSUPPORTED, severity="info",
+            elif control & ACS_REDIRECT:
+                redirect.append("%s (0x%04x)" % (bridge, control))
+                bridges.append(bridge)
+            elif control:  # Source Validation, Upstream Forwarding, ...: isolation without redirect
+                kept.append("%s (0x%04x: %s)" % (bridge, control, acs_names(control)))
+        if unreadable and not redirect:
+            findings.append(Finding(_id("pcie_acs"), bdf, expected, "-", UNSUPPORTED, severity="info",
                                     source=SOURCE, remedy="the extended config space of %s cannot be read "
                                                           "(verify as root)" % ", ".join(unreadable)))
             continue
+        actual = "on at " + ", ".join(redirect) if redirect else "off"
+        if kept and not redirect:
+            actual += " (no redirect bit at %s)" % ", ".join(kept)
         findings.append(Finding(
-            _id("pcie_acs"), bdf, "ACS off on the path", "on at " + ", ".join(enabled) if enabled else "off",
-            DRIFT if enabled else OK, severity="medium", source=SOURCE,
-            remedy="%s peer traffic detours through the root complex: disable ACS (BIOS option, or setpci -s BDF "
-                   "ECAP_ACS+0x6.w=0000 at boot, as AMD's multi-node guides do)" % kind if enabled else ""))
+            _id("pcie_acs"), bdf, expected, actual, DRIFT if redirect else OK, severity="medium", source=SOURCE,
+            remedy=_acs_remedy(root, kind, bridges, iommu) if redirect else ""))
     return findings
 
 
 def _ras_counts(root: Root, bdf: str) -> Optional[Tuple[int, int]]:
     ras = _pci(bdf) + "/ras"
-    names = [n for n in root.listdir(ras) if n.endswith("_err_count")]
+    names = [n for n in root.listdir(ras) if n.endswith("_err_count") and n != "xgmi_wafl_err_count"]
     if not names:
         return None
     ue = ce = 0
@@ -227,62 +248,52 @@ def check_ib_counters(root: Root, topology: Dict[str, Any], limits: Dict[str, in
     return findings
 
 
-def _limits_files(root: Root) -> List[str]:
-    names = sorted(n for n in root.listdir("etc/security/limits.d") if n.endswith(".conf"))
-    return ["etc/security/limits.conf"] + ["etc/security/limits.d/" + n for n in names]
-
-
-def memlock_limits(root: Root) -> Dict[str, Optional[str]]:
-    """The ``*`` domain's soft and hard memlock, the last line read winning (pam_limits reads limits.conf, then
-    limits.d/*.conf in order)."""
-    found: Dict[str, Optional[str]] = {"soft": None, "hard": None}
-    for path in _limits_files(root):
-        for line in (root.read(path) or "").splitlines():
-            words = line.split("#", 1)[0].split()
-            if len(words) == 4 and words[0] == "*" and words[2] == "memlock":
-                for kind in (("soft", "hard") if words[1] == "-" else (words[1],)):
-                    if kind in found:
-                        found[kind] = words[3]
-    return found
-
-
-def systemd_memlock(root: Root) -> Optional[str]:
-    value = None
-    dirs = ["usr/lib/systemd/system.conf.d", "etc/systemd/system.conf.d", "run/systemd/system.conf.d"]
-    files = ["etc/systemd/system.conf"] + sorted(
-        d + "/" + n for d in dirs for n in root.listdir(d) if n.endswith(".conf"))
-    for path in files:
-        for line in (root.read(path) or "").splitlines():
-            key, sep, rest = line.strip().partition("=")
-            if sep and key.strip() == "DefaultLimitMEMLOCK":
-                value = rest.strip()
-    return value
-
-
-def check_memlock(root: Root, topology: Dict[str, Any]) -> List[Finding]:
+def check_memlock(root: Root, topology: Dict[str, Any], areas: Optional[Dict[str, Any]] = None) -> List[Finding]:
+    """The ``*`` domain's memlock as pam_limits sets it and systemd's DefaultLimitMEMLOCK as the manager reads it,
+    read by the limits area's own readers (area_limits.py: the same files, the same rules); where that area is on,
+    its findings (``limits.*``) are this check."""
+    if area_limits.enabled(areas):
+        return [_na("memlock", "the limits area is on: limits.pam, limits.systemd, limits.unit and limits.effective "
+                               "check the memlock limits (files and what is in effect) against "
+                               "nodetune_limits_memlock")]
     if not topology.get("ib_devices"):
         return [_na("memlock", "no RDMA device on this node")]
-    limits = memlock_limits(root)
-    good = all(v in UNLIMITED for v in limits.values())
+    found = area_limits.pam_limit(root, "*", "memlock")
+    soft, hard = [found[k][0] if found.get(k) else None for k in ("soft", "hard")]
+    good = soft == hard == area_limits.INFINITY
+    where = sorted(set(found[k][1] for k in ("soft", "hard") if found.get(k)))
+    shown = ["unset" if v is None else "unlimited" if v == area_limits.INFINITY else "%d" % (v // 1024)
+             for v in (soft, hard)]  # as limits.conf writes it: KiB
+    actual = "soft %s, hard %s" % tuple(shown)
+    if "none" in found:
+        actual = "no limits ('* -' at %s)" % found["none"][1]
     findings = [Finding(
-        _id("memlock"), "limits.d", "* soft/hard memlock unlimited",
-        "soft %s, hard %s" % (limits["soft"] or "unset", limits["hard"] or "unset"), OK if good else DRIFT,
+        _id("memlock"), "limits.d", "* soft/hard memlock unlimited", actual, OK if good else DRIFT,
         severity="medium", source=SOURCE,
-        remedy="" if good else "RDMA pins job memory: add '* soft memlock unlimited' and '* hard memlock unlimited' "
-                               "to /etc/security/limits.d/ (AMD's RCCL guides: ulimit -l unlimited)")]
-    systemd = systemd_memlock(root)
-    good = systemd in UNLIMITED
+        remedy="" if good else "%sRDMA pins job memory: add '* soft memlock unlimited' and '* hard memlock unlimited' "
+                               "to /etc/security/limits.d/ as the last file read (AMD's RCCL guides: ulimit -l "
+                               "unlimited), or turn the limits area on (nodetune_limits_enabled)"
+                               % ("set at %s; " % ", ".join(where) if where else ""))]
+    configured = area_limits.manager_memlock(root)
+    value = area_limits.systemd_limit(configured[0]) if configured else None
+    good = value == (area_limits.INFINITY, area_limits.INFINITY)
     findings.append(Finding(
-        _id("memlock"), "systemd", "DefaultLimitMEMLOCK=infinity", systemd or "unset (systemd's 8 MiB)",
-        OK if good else DRIFT, severity="medium", source=SOURCE,
+        _id("memlock"), "systemd", "DefaultLimitMEMLOCK=infinity",
+        "%s (%s)" % configured if configured else "unset (systemd's 8M)", OK if good else DRIFT, severity="medium",
+        source=SOURCE,
         remedy="" if good else "services that start jobs (slurmd) inherit systemd's limit: set "
                                "DefaultLimitMEMLOCK=infinity in /etc/systemd/system.conf.d/ (or LimitMEMLOCK="
-                               "infinity in the unit) and run systemctl daemon-reexec"))
+                               "infinity in the unit), run systemctl daemon-reload and restart those services; the "
+                               "limits area does it (nodetune_limits_enabled, nodetune_limits_units)"))
     return findings
 
 
-def check_gpu_perf_level(root: Root, topology: Dict[str, Any], wanted: Optional[str]) -> List[Finding]:
+def check_gpu_perf_level(root: Root, topology: Dict[str, Any], wanted: Optional[str],
+                         areas: Optional[Dict[str, Any]] = None) -> List[Finding]:
     gpus = [g for g in topology.get("gpus") or [] if g.get("vendor") == "amd"]
+    owner = area_gpu.takes_over(areas, "perf_level")
+    if owner:
+        return [_na("gpu_perf_level", owner)]
     if wanted is None:
         return [_na("gpu_perf_level", "nodetune_health_gpu_perf_level is not set")]
     if not gpus:
@@ -298,8 +309,12 @@ def check_gpu_perf_level(root: Root, topology: Dict[str, Any], wanted: Optional[
     return findings
 
 
-def check_gpu_power_cap(root: Root, topology: Dict[str, Any], wanted_w: Optional[float]) -> List[Finding]:
+def check_gpu_power_cap(root: Root, topology: Dict[str, Any], wanted_w: Optional[float],
+                        areas: Optional[Dict[str, Any]] = None) -> List[Finding]:
     gpus = [g for g in topology.get("gpus") or [] if g.get("vendor") == "amd"]
+    owner = area_gpu.takes_over(areas, "power_cap")
+    if owner:
+        return [_na("gpu_power_cap", owner)]
     if wanted_w is None:
         return [_na("gpu_power_cap", "nodetune_health_gpu_power_cap_w is not set")]
     if not gpus:
@@ -320,22 +335,23 @@ def check_gpu_power_cap(root: Root, topology: Dict[str, Any], wanted_w: Optional
     return findings
 
 
-def check(name: str, root: Root, topology: Dict[str, Any], cfg: Dict[str, Any]) -> List[Finding]:
-    """One of :data:`CHECKS` with the validated health config."""
+def check(name: str, root: Root, topology: Dict[str, Any], cfg: Dict[str, Any],
+          areas: Optional[Dict[str, Any]] = None) -> List[Finding]:
+    """One of :data:`CHECKS` with the validated health config (``xgmi_links``: health.check_xgmi_links); ``areas``:
+    the areas of the run, where the limits area takes over ``memlock`` and the gpu area ``gpu_perf_level`` and
+    ``gpu_power_cap``."""
     if name == "pcie_acs":
         return check_pcie_acs(root, topology)
-    if name == "xgmi_links":
-        return check_xgmi_links(topology)
     if name == "gpu_ras":
         return check_gpu_ras(root, topology)
     if name == "ib_counters":
         return check_ib_counters(root, topology, cfg["ib_counter_max"])
     if name == "memlock":
-        return check_memlock(root, topology)
+        return check_memlock(root, topology, areas)
     if name == "gpu_perf_level":
-        return check_gpu_perf_level(root, topology, cfg["gpu_perf_level"])
+        return check_gpu_perf_level(root, topology, cfg["gpu_perf_level"], areas)
     if name == "gpu_power_cap":
-        return check_gpu_power_cap(root, topology, cfg["gpu_power_cap_w"])
+        return check_gpu_power_cap(root, topology, cfg["gpu_power_cap_w"], areas)
     raise ValueError("unknown stability check %r" % name)
 
 

@@ -75,8 +75,11 @@ def _guarded(section: str, warnings: List[str], default: Any, read: Callable[...
         return default
 
 
-def discover(root: Union[Root, str] = "/") -> Dict[str, Any]:
+def discover(root: Union[Root, str] = "/", irq_counts: bool = True) -> Dict[str, Any]:
     """Read the node under ``root`` and return its Topology.
+
+    ``irq_counts=False`` leaves each IRQ's ``counts_total`` None instead of summing its /proc/interrupts row: the
+    tune and verify modules' discovery (node.load), which never read it (discover_irq.parse_interrupts).
 
     Raises :class:`RootError` (a ``NodeFileError``) only when ``root`` is unusable.
     """
@@ -104,7 +107,7 @@ def discover(root: Union[Root, str] = "/") -> Dict[str, Any]:
 
     kernel = _guarded("kernel", w, {"cmdline": None, "release": None}, read_kernel, node)
     irqs = _guarded("irqs", w, None, read_irqs, node, pci_devices, [gpu["bdf"] for gpu in gpus], controllers,
-                    {nic["name"]: nic["bdf"] for nic in nics}, kernel["release"], w)
+                    {nic["name"]: nic["bdf"] for nic in nics}, kernel["release"], w, irq_counts)
 
     present = {
         "cpus": bool(cpus),

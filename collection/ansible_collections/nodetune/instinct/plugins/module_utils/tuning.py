@@ -9,35 +9,37 @@ their result, and raises :class:`SettingError` listing every problem before anyt
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import (
-    area_cpu,
-    areas,
-    area_infiniband,
-    area_irq,
-    area_nvme,
-    area_persist,
-    area_rocm_env,
-    area_smt,
-    area_sysctl,
-    inventory,
-)
+from ansible_collections.nodetune.instinct.plugins.module_utils import _builders, area_persist, areas, inventory
 from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting, SettingError, check_shape
 
-# The builder modules, imported by name so that Ansible ships them in the module payload; which area each builds and
-# in what order is declared in areas.py.
-_MODULES = {"area_smt": area_smt, "area_cpu": area_cpu, "area_irq": area_irq, "area_infiniband": area_infiniband,
-            "area_nvme": area_nvme, "area_sysctl": area_sysctl, "area_rocm_env": area_rocm_env}
-BUILDERS = tuple((name, _MODULES[areas.ROLES[name]["builder"]].build) for name in areas.AREAS)
+Builder = Callable[[Context, Dict[str, Any]], List[Setting]]
+
+
+def _builder(area: str) -> Builder:
+    """The ``build`` of the module areas.py names for ``area``. The modules come from ``_builders.py``, which
+    scripts/gen_role_docs.py writes with a static import of each: Ansible ships in a module's payload only the
+    module_utils imported that way (an importlib import by name would leave the builder on the controller)."""
+    name = areas.ROLES[area]["builder"]
+    module = _builders.MODULES.get(name)
+    if module is None:
+        raise ImportError("area %s: its builder module_utils/%s.py is not in module_utils/_builders.py: run "
+                          "python scripts/gen_role_docs.py" % (area, name))
+    return module.build
+
+
+BUILDERS = tuple((name, _builder(name)) for name in areas.AREAS)
 AREAS = tuple(entry[0] for entry in BUILDERS)
 
 
 def desired_settings(ctx: Context, areas: Dict[str, Any], persist: bool = True,
-                     expected_inventory: Optional[Dict[str, Any]] = None, persist_boot: bool = True) -> List[Setting]:
+                     expected_inventory: Optional[Dict[str, Any]] = None, persist_boot: bool = True,
+                     learned_inventory: Optional[Tuple[Dict[str, Any], Dict[str, str]]] = None) -> List[Setting]:
     """All Settings for the enabled ``areas`` ({area: {variable: value}}); raises SettingError on bad input.
-    ``expected_inventory`` (validated, inventory.validate) goes to the node-local checker's files;
+    ``expected_inventory`` (validated, inventory.validate) and ``learned_inventory`` (inventory.validate_learned)
+    go to the node-local checker's files;
     ``persist_boot`` (nodetune_persist_boot) false leaves out the boot-time restore."""
     if not isinstance(areas, dict):
         raise SettingError(["areas must be a mapping of area name to its variables, got %r" % (areas,)])
@@ -57,7 +59,7 @@ def desired_settings(ctx: Context, areas: Dict[str, Any], persist: bool = True,
         settings.extend(builder(ctx, config))
     if persist and not ctx.errors:
         settings.extend(area_persist.build(ctx, settings, {"boot": persist_boot}))
-        settings.extend(inventory.check_settings(settings, expected_inventory, ctx.root))
+        settings.extend(inventory.check_settings(settings, expected_inventory, ctx.root, learned_inventory))
     if ctx.errors:
         raise SettingError(ctx.errors)
     check_shape(settings)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+from ansible_collections.nodetune.instinct.plugins.module_utils import area_limits, area_persist, areas
+from ansible_collections.nodetune.instinct.plugins.module_utils import area_kernel_cmdline
+from ansible_collections.nodetune.instinct.plugins.module_utils import area_slurm
 from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
     DRIFT,
     NOT_APPLICABLE,
@@ -107,7 +109,7 @@ def applicability_findings(areas: Dict[str, Any], settings: List[Setting], notes
     """An enabled area that produced nothing on this node is reported as not applicable, with the reason."""
     findings = []
     produced = set(s.area for s in settings)
-    area_of = {"irq_affinity": "irq"}
+    area_of = dict((name, area) for area, name in TAG_BY_AREA.items())  # area role -> setting_area (areas.py)
     for name in AREAS:
         config = areas.get(name)
         if config is None or config.get("nodetune_%s_enabled" % name, True) is False:
@@ -130,7 +132,7 @@ def sysctl_boot_findings(root: Any, settings: List[Setting]) -> List[Finding]:
         bad = entry["shadowed"]
         findings.append(Finding(
             sysctl_boot.CHECK_ID, entry["key"], entry["value"],
-            "%s (from %s%s)" % (entry["boot_value"], entry["file"], entry["via"]), DRIFT if bad else OK,
+            sysctl_boot.actual(entry), DRIFT if bad else OK,
             severity="medium", source="setting", remedy=sysctl_boot.message(entry) if bad else ""))
     return findings
 
@@ -142,7 +144,23 @@ def verify_settings(state: Any, areas: Dict[str, Any]) -> List[Finding]:
     pinned = [s.target for s in state.settings if s.id == "irq.nic_local"]
     findings += layout_findings(state.topology, state.layout, areas, pinned)
     findings += applicability_findings(areas, state.settings, state.context.notes)
+    findings += pending_irq_findings(state.root, state.settings)
+    findings += area_kernel_cmdline.running_findings(state.root, state.settings)
+    # the limits area's files in effect: pam's and systemd's winning lines, the manager's and slurmd's limits
+    findings += area_limits.effective_findings(state.root, state.settings, state.services)
+    # the slurm area's read-only checks: slurm.conf's limit propagation, slurmd's memlock, gres.conf's Include
+    findings += area_slurm.readonly_findings(state.root, state.settings, areas)
     return findings
+
+
+def pending_irq_findings(root: Any, settings: List[Setting]) -> List[Finding]:
+    """IRQs the boot restore pins whose driver has not created them yet (mlx5 creates its completion vectors on
+    first use since Linux 6.5): not applicable until they appear, not drift; nodetune-irq-repin.timer pins each
+    then, and from then on the IRQ is checked like any other (area_persist.pending_irqs)."""
+    return [Finding(entry["id"], entry["irq_name"], entry["value"], "not created yet", NOT_APPLICABLE, severity="info",
+                    source="setting", remedy="pending: its driver creates it on first use and "
+                                             "nodetune-irq-repin.timer pins it when it appears")
+            for entry in area_persist.pending_irqs(root, settings)]
 
 
 __all__ = ["verify_settings", "setting_findings", "layout_findings", "applicability_findings", "SERVICE"]

@@ -38,8 +38,9 @@ options:
     default: /
   areas:
     description:
-      - Area name (V(smt), V(cpu), V(irq_affinity), V(infiniband), V(nvme), V(sysctl), V(rocm_env)) to a mapping of
-        that area's role variables (for example C(nodetune_nvme_scheduler)). Areas not listed are not touched.
+      - Area name (an area role declared in the collection's C(plugins/module_utils/areas.py), for example V(nvme) or
+        V(sysctl)) to a mapping of that area's role variables (for example C(nodetune_nvme_scheduler)). Areas not
+        listed are not touched; an unknown name is refused, listing the known ones.
       - The roles of this collection build this mapping; see each role's README for its variables.
     type: dict
     default: {}
@@ -68,6 +69,15 @@ options:
     default: present
   return_layout:
     description: Return the full Layout (large on big nodes) instead of a summary.
+    type: bool
+    default: false
+  full_diff:
+    description:
+      - >-
+        In diff mode, return every value on its own line and every file whole (thousands of lines on a fresh
+        full-size node). By default the diff is grouped per setting id (a revert's per path shape), targets written
+        compactly, a file as its path, settings count, size and SHA-256 digest (a small configuration file with its
+        lines), and cut at 200 rendered lines per node. The role variable C(nodetune_full_diff).
     type: bool
     default: false
   lock_timeout:
@@ -122,6 +132,14 @@ options:
       node_name:
         description: Name of the node in the report; defaults to the node's hostname.
         type: str
+      learned_inventory:
+        description:
+          - >-
+            The inventory learned from the node's group majority at the last verify, as the
+            O(nodetune.instinct.verify#module:learned_inventory) option: the apply writes it, under any key
+            C(nodetune_inventory_expected) does not declare, into C(/etc/nodetune/check.d/inventory.json) for
+            C(nodetune-check). The action plugin reads it from C(nodetune_report_dir)/learned/.
+        type: dict
       findings_format:
         description:
           - As the O(nodetune.instinct.verify#module:findings_format) option (the action plugin asks for V(json)).
@@ -133,7 +151,11 @@ attributes:
     description: Returns the planned actions and the diff; writes nothing, not even the journal or the lock.
     support: full
   diff_mode:
-    description: Returns before and after of every Setting it changes (or would change).
+    description:
+      - >-
+        Returns before and after of what it changes (or would change), grouped and at most 200 lines per node
+        (O(full_diff): every value). A revert returns each journal entry's current value and the baseline it
+        restores (in check mode too); with O(verify) and a Prometheus textfile that changes, the textfile too.
     support: full
 notes:
   - Disruptive changes (offlining CPUs, stopping irqbalance, IPoIB MTU changes) need their area's opt-in variable.
@@ -244,6 +266,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import audit as audit_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import bios as bios_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils import diff_view
 from ansible_collections.nodetune.instinct.plugins.module_utils import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils import area_infiniband as infiniband
 from ansible_collections.nodetune.instinct.plugins.module_utils import services as services_mod
@@ -281,6 +304,11 @@ def expected_inventory(params):
     return ((params["verify"] or {}).get("health") or {}).get("nodetune_inventory_expected")
 
 
+def learned_inventory(params):
+    """The inventory the fleet report learned from the group majority, for the node-local checker's files too."""
+    return (params["verify"] or {}).get("learned_inventory")
+
+
 def audit_after_apply(module, params, state, result, waivers, run_command):
     """The verify result of the node as the apply left it. A run that wrote something discovers the node again
     (offlined siblings change the online CPUs, drivers renumber nothing but answer anew), and so does an audit of
@@ -289,7 +317,7 @@ def audit_after_apply(module, params, state, result, waivers, run_command):
     areas, bios = audit_scope(params)
     if (result.get("changed") and not module.check_mode) or areas != params["areas"]:
         state = load(params["root"], areas, params["policy"], run_command, persist_boot=params["persist_boot"],
-                     expected_inventory=expected_inventory(params))
+                     expected_inventory=expected_inventory(params), learned_inventory=learned_inventory(params))
     options = params["verify"]
     return audit_mod.audit(state, areas, bios, options["health"], waivers,
                            node_name=options["node_name"], textfile_path=options["textfile_path"],
@@ -306,6 +334,7 @@ def main():
             state=dict(type="str", choices=["present", "reverted"], default="present"),
             persist_boot=dict(type="bool", default=True),
             return_layout=dict(type="bool", default=False),
+            full_diff=dict(type="bool", default=False),
             lock_timeout=dict(type="int", default=30),
             bios=dict(type="dict", default={}),
             verify=dict(type="dict", options=dict(
@@ -316,6 +345,7 @@ def main():
                 textfile_path=dict(type="path"),
                 node_name=dict(type="str"),
                 findings_format=dict(type="str", choices=["list", "json"], default="list"),
+                learned_inventory=dict(type="dict"),
             )),
         ),
         supports_check_mode=True,
@@ -338,6 +368,13 @@ def main():
                                  gone=exc.gone)
             for entry in result.get("gone", []):
                 module.warn(entry)
+            changes = result.pop("changes", [])
+            if module._diff and changes:
+                restored = set(result.get("restored") or [])  # the gone ones dropped
+                changes = diff_view.from_revert(c for c in changes if c.get("key") in restored)
+                headers = diff_view.REVERT_HEADERS
+                result["diff"] = diff_view.full(changes, headers) if params["full_diff"] \
+                    else diff_view.bounded(changes, headers=headers)
             module.exit_json(**result)
         audit_options = params["verify"]
         waivers = None
@@ -347,7 +384,8 @@ def main():
         # would tune it to a half-reverted picture. Check mode writes nothing and takes no lock.
         with nullcontext() if module.check_mode else engine.NodeLock(Root(params["root"]), params["lock_timeout"]):
             state = load(params["root"], params["areas"], params["policy"], run_command,
-                         persist_boot=params["persist_boot"], expected_inventory=expected_inventory(params))
+                         persist_boot=params["persist_boot"], expected_inventory=expected_inventory(params),
+                         learned_inventory=learned_inventory(params))
             bios_drift = check_bios(module, state, params["bios"])
             result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services,
                                   lock_held=not module.check_mode)
@@ -380,8 +418,17 @@ def main():
     except NodeFileError as exc:
         module.fail_json(msg="nodetune: %s" % exc, path=exc.path)
 
+    textfile_diff = (result.get("verify") or {}).pop("diff", None)
+    if textfile_diff:  # a report file nodetune writes on the node: part of what this call changed
+        result["changed"] = True
     if not module._diff:
         result.pop("diff", None)
+    elif not params["full_diff"] or textfile_diff:
+        changes = diff_view.from_actions(result.get("actions") or [])
+        if textfile_diff:
+            changes.append(diff_view.Change("verify.textfile", "prometheus", textfile_diff["after_header"], "file",
+                                            textfile_diff["before"] or None, textfile_diff["after"]))
+        result["diff"] = diff_view.full(changes) if params["full_diff"] else diff_view.bounded(changes)
     result["settings"] = len(state.settings)
     result["layout"] = state.layout if params["return_layout"] else layout_summary(state.layout)
     result["notes"] = state.context.notes

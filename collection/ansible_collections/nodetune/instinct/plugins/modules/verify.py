@@ -62,8 +62,8 @@ options:
       - >-
         Health thresholds (C(nodetune_health_*)): each GPU sensor against its own hwmon C(tempN_crit) (else
         C(tempN_emergency)) minus C(nodetune_health_gpu_temp_margin_c) (default 5), the GPU's power against its
-        own C(power1_cap) plus C(nodetune_health_gpu_power_margin_pct) (default 5); fixed fallbacks where a GPU
-        has no such limit, C(nodetune_health_gpu_temp_max_c) (default 85) and
+        own C(power1_cap) plus C(nodetune_health_gpu_power_margin_pct) (default 5); where a GPU has no such
+        limit, C(nodetune_health_gpu_temp_max_c) (default none: the sensor is not judged) and
         C(nodetune_health_gpu_power_max_w) (default 750),
         C(nodetune_health_ib_rate_min_gbps) (default none: only the port state is checked),
         C(nodetune_health_checks) (subset of V(gpu_temp), V(gpu_power), V(ib_port), V(pcie_link),
@@ -76,6 +76,15 @@ options:
         C(inventory.<key>) findings (docs/verify.md).
     type: dict
     default: {}
+  learned_inventory:
+    description:
+      - >-
+        The inventory the fleet report learned from the node's group majority at the last verify, where nothing is
+        declared (C(expected): key to value, C(groups): key to the group it was learned from). Only for the
+        C(check.expected) Setting of C(inventory.json), which verify compares as the apply writes it; the
+        C(inventory.<key>) findings of a learned key are added by the fleet report. The action plugin reads it
+        from C(nodetune_report_dir)/learned/ with O(role_variables) (docs/verify.md).
+    type: dict
   waivers:
     description:
       - Known exceptions. Each entry has C(id) (a finding id), C(target) (optional; omitted or V(*) means every
@@ -94,7 +103,11 @@ options:
       - Where to write the Prometheus textfile for node_exporter's textfile collector, as a path inside O(root)
         (for example C(/var/lib/node_exporter/textfile_collector/nodetune.prom)). Written atomically, never in
         check mode. Unset (the default) writes nothing at all.
-      - Refreshing this report is not counted as a change (RV(changed) stays false).
+      - >-
+        The file is rewritten at every run (its C(nodetune_last_verify_timestamp_seconds) sample and its mtime, which
+        node_exporter exports as C(node_textfile_mtime_seconds), say when the node was last verified), but only a
+        change of its metrics is a change: RV(changed) is true when the file is new or any other line differs, so a
+        rerun that finds the node as before reports no change. In check mode RV(changed) says whether it would.
     type: path
   node_name:
     description: Name of the node in the report (the inventory hostname); defaults to the node's hostname.
@@ -132,11 +145,11 @@ options:
     default: list
 attributes:
   check_mode:
-    description: Runs the same audit; only the Prometheus textfile is not written.
+    description: Runs the same audit; only the Prometheus textfile is not written (RV(changed) says whether it would).
     support: full
   diff_mode:
-    description: Verify changes nothing, so there is no diff.
-    support: none
+    description: The Prometheus textfile's old and new text when its metrics change; no node setting is ever changed.
+    support: full
 notes:
   - Metrics in the textfile are C(nodetune_drift{check="<id>",target="<target>"}) (1 = drift, else 0),
     C(nodetune_findings{status="<status>"}) and C(nodetune_last_verify_timestamp_seconds).
@@ -172,7 +185,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 changed:
-  description: Always false (verify changes nothing; refreshing the textfile is a report, not node state).
+  description:
+    - Whether the Prometheus textfile's metrics changed (or, in check mode, would); false without O(textfile_path).
+      Verify never changes a node setting.
   type: bool
   returned: always
 drift:
@@ -202,7 +217,9 @@ notes:
   elements: str
   returned: always
 textfile:
-  description: Where the Prometheus textfile went (C(path), C(written), C(reason) when not written).
+  description: >-
+    Where the Prometheus textfile went: C(path), C(written), C(changed) (its metrics changed, or would in check
+    mode) and C(reason) when not written.
   type: dict
   returned: when O(textfile_path) is set
 """
@@ -237,6 +254,7 @@ def main():
             fail_on_drift=dict(type="bool", default=False),
             role_variables=dict(type="bool", default=False),
             findings_format=dict(type="str", choices=["list", "json"], default="list"),
+            learned_inventory=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -249,7 +267,7 @@ def main():
         waivers = audit_mod.prepare(params["bios"], params["health"], params["waivers"], params["waivers_file"])
         state = load(params["root"], params["areas"], params["policy"], run_command,
                      expected_inventory=params["health"].get("nodetune_inventory_expected"),
-                     persist_boot=params["persist_boot"])
+                     persist_boot=params["persist_boot"], learned_inventory=params["learned_inventory"])
         result = audit_mod.audit(state, params["areas"], params["bios"], params["health"], waivers,
                                  node_name=params["node_name"], textfile_path=params["textfile_path"],
                                  check_mode=module.check_mode, warn=module.warn,
@@ -264,6 +282,8 @@ def main():
         module.fail_json(msg="nodetune verify: %s" % exc, path=exc.path)
     for warning in state.context.warnings:
         module.warn(warning)
+    if not module._diff:
+        result.pop("diff", None)
     module.exit_json(**result)
 
 

@@ -34,6 +34,8 @@ from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.report import report_file_name
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import learned_path, read_learned
+from ansible_collections.nodetune.instinct.plugins.plugin_utils import fleet_reports
 
 try:
     from ansible.template import trust_as_template
@@ -331,7 +333,8 @@ class RoleVariables(object):
     # ------------------------------------------------------------------------------------ verify
     def verify_options(self, errors):
         """The module's ``verify`` mapping and the controller's part (report file, fail on drift) from the verify
-        role's variables over its defaults."""
+        role's variables over its defaults; with ``learned_inventory`` where the last fleet report learned the
+        host's inventory from its group majority (report_files.read_learned)."""
         values = self.values(VERIFY_ROLE, errors, toggle=False)
         waivers = list(values.get("nodetune_verify_waivers") or [])
         if values.get("nodetune_verify_waivers_file"):
@@ -348,8 +351,17 @@ class RoleVariables(object):
         if boolean(values.get("nodetune_verify_write_reports", True), strict=False) and host:
             report_file = os.path.join(str(values.get("nodetune_report_dir")), "nodes",
                                        report_file_name(host))  # encoded: a host name is not a path
+        if host and values.get("nodetune_report_dir"):
+            try:  # what the last fleet report learned from the group majority, for the checker's inventory.json
+                learned = read_learned(learned_path(values["nodetune_report_dir"], host))
+            except ValueError as exc:
+                raise RoleVariablesError(str(exc)) from None
+            if learned:
+                module_options["learned_inventory"] = learned
         controller = {"report_file": report_file,
                       "fail_on_drift": boolean(values.get("nodetune_verify_fail_on_drift", False), strict=False)}
+        if report_file:  # which run wrote the report, and the host's groups: fleet reports over many runs need them
+            controller["report_extra"] = fleet_reports.report_context(self._task_vars)
         return module_options, controller
 
     def _waivers_file(self, name):

@@ -28,7 +28,7 @@ import fcntl
 import json
 import os
 import re
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
@@ -44,6 +44,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import (
     RootError,
     use_backend,
 )
+from ansible_collections.nodetune.lab.plugins.module_utils import simbootloader
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 
 MARKER = ".nodetune-simnode.json"
@@ -84,6 +85,10 @@ class SimKernel(object):
 
     def services(self, root: Root) -> SimServices:
         return SimServices(root)
+
+    def boot_tools(self, root: Root) -> Callable[[List[str]], Tuple[int, str, str]]:
+        """update-grub, grub-mkconfig and grubby of the simulated node (simbootloader.py), for bootloader.runner."""
+        return simbootloader.tools(root)
 
 
 BACKEND = SimKernel()
@@ -247,7 +252,8 @@ def write(root, rel: str, value: str) -> None:
             if match and match.group(2) == "scheduler" and value != active:
                 _reset_nr_requests(root, match.group(1), value)
             return
-    for handler in (_cpu_online, _smt_control, _irq, _queue, _epp, _governor, _mtu, _dirty, _stored_sysctl):
+    for handler in (_cpu_online, _smt_control, _irq, _queue, _epp, _governor, _mtu, _dirty, _stored_sysctl,
+                    _amdgpu, _power_cap):
         if handler(root, rel, value):
             return
     _put(root, rel, value + "\n")
@@ -348,7 +354,7 @@ def _irq(root, rel: str, value: str) -> bool:
     base = "proc/irq/%d/" % irq
     files = [(base + "smp_affinity_list", format_cpulist(cpus) + "\n"),
              (base + "smp_affinity", kernel_cpumask(cpus, nr_cpu_ids) + "\n")]
-    if _remapped(root):
+    if _remapped(root) and not _stays(root, irq, usable):
         files += _effective_files(root, irq, effective_cpu(irq, usable), nr_cpu_ids)
     # else the move waits for the IRQ's next interrupt (fire): kernel/irq/manage.c, irq_set_affinity_locked(), keeps
     # the mask pending (irqd_set_move_pending, desc->pending_mask) where the IRQ cannot move in process context, as
@@ -374,6 +380,17 @@ def fire(root: Root, irq: int) -> bool:
         return False
     _put_all(root, _effective_files(root, irq, effective_cpu(irq, usable), _nr_cpu_ids(root, cpus)))
     return True
+
+
+def _stays(root, irq: int, usable: List[int]) -> bool:
+    """Whether the IRQ keeps its CPU: arch/x86/kernel/apic/vector.c, assign_vector_locked(), does not move an IRQ
+    whose current target CPU is online and in the new mask. So writing back a wider mask (a revert) leaves the IRQ
+    where it was pinned: effective_affinity is the kernel's choice, not restored by restoring smp_affinity."""
+    try:
+        current = parse_cpulist(_read(root, "proc/irq/%d/effective_affinity_list" % irq) or "")
+    except ParseError:
+        return False
+    return len(current) == 1 and current[0] in usable
 
 
 def _nr_cpu_ids(root, cpus: List[int]) -> int:
@@ -512,19 +529,40 @@ def _broadcast_group_mtu(root, name: str) -> int:
 
 
 # ------------------------------------------------------------------------------------------ vm sysctls
-def _dirty(root, rel: str, value: str) -> bool:
+# mm/page-writeback.c, each limit's ctl_table extra1/extra2: ratios 0-100, vm.dirty_bytes at least dirty_bytes_min
+# (two 4 KiB pages), vm.dirty_background_bytes at least 1; anything else is EINVAL and changes nothing.
+_DIRTY_RANGES = {
+    "proc/sys/vm/dirty_ratio": (0, 100),
+    "proc/sys/vm/dirty_bytes": (2 * 4096, (1 << 64) - 1),
+    "proc/sys/vm/dirty_background_ratio": (0, 100),
+    "proc/sys/vm/dirty_background_bytes": (1, (1 << 64) - 1),
+}
+
+
+def dirty_write(read: Callable[[str], Optional[str]], rel: str, value: str) -> Optional[List[Tuple[str, str]]]:
+    """The files a write of ``value`` to a ``vm.dirty_*`` limit sets, as mm/page-writeback.c answers it (None where
+    ``rel`` is no such limit): dirty_ratio_handler() and dirty_bytes_handler() zero the other form of the pair only
+    when the value changes, the two background handlers on every write. ``read`` gives a file's current text. The
+    runtime writes and the simulated boot's replay of sysctl.d (simnode) both go through here."""
     other = _DIRTY_PAIRS.get(rel)
     if other is None:
-        return False
-    try:
-        number = int(value)
-    except ValueError:
-        raise _err(errno.EINVAL, "%s takes an integer" % rel) from None
-    if number < 0 or (rel.endswith("_ratio") and number > 100):
-        raise _err(errno.EINVAL, "%s out of range" % rel)
+        return None
+    value = value.strip()
+    low, high = _DIRTY_RANGES[rel]
+    if not re.match(r"^[0-9]+$", value) or not low <= int(value) <= high:
+        raise _err(errno.EINVAL, "%s takes an integer from %d to %d" % (rel, low, high))
+    number = int(value)
     files = [(rel, "%d\n" % number)]
-    if number != 0 and _exists(root, other):
+    changed = (read(rel) or "").strip() != str(number)
+    if (changed or "_background_" in rel) and read(other) is not None:
         files.append((other, "0\n"))
+    return files
+
+
+def _dirty(root, rel: str, value: str) -> bool:
+    files = dirty_write(lambda path: _read(root, path), rel, value)
+    if files is None:
+        return False
     _put_all(root, files)
     return True
 
@@ -555,3 +593,194 @@ def _stored_sysctl(root, rel: str, value: str) -> bool:
         stored = 100 if number <= 0 else number
     _put(root, rel, "%d\n" % stored)
     return True
+
+
+# ------------------------------------------------------------------------------------------ amdgpu
+# drivers/gpu/drm/amd/pm/amdgpu_pm.c (the level, pp_od_clk_voltage, power1_cap), swsmu/smu13/smu_v13_0_6_ppt.c
+# (MI300X) and aldebaran_ppt.c (MI250), amdgpu_gfx.c / aqua_vanjaram.c (compute partition), amdgpu_gmc.c (memory
+# partition). What the driver keeps in memory (the OD clock set before a commit, the requested NPS mode) sits in
+# run/ (OD_CUSTOM, NPS_REQUEST); a reboot applies the NPS request (simnode.reboot: the driver hands it to the
+# firmware when it unloads).
+_AMDGPU = re.compile(r"^(sys/(?:bus/pci/devices/[^/]+|devices/.+))/(power_dpm_force_performance_level|"
+                     r"pp_od_clk_voltage|current_compute_partition|current_memory_partition)$")
+_POWER_CAP = re.compile(r"^(sys/.+/hwmon\d+)/power1_cap$")
+_LEVELS = ("auto", "low", "high", "manual", "profile_exit", "profile_standard", "profile_min_sclk",
+           "profile_min_mclk", "profile_peak", "perf_determinism")
+# smu_v13_0_6_set_performance_level takes these three only (EINVAL for the others); aldebaran takes all
+_SMU_13_0_6_LEVELS = ("auto", "manual", "perf_determinism")
+_MI300_DEVICES = ("0x74a0", "0x74a1", "0x74a5", "0x74b5")
+# the driver's memory, gone at a reboot like run/: each GPU's pstate custom min/max ("s" sets them, "c" uses them)
+# and the hive's requested NPS mode
+OD_CUSTOM = "run/.nodetune-simkernel-od-custom.json"
+NPS_REQUEST = "run/.nodetune-simkernel-nps-request"
+KFD_PROC = "sys/devices/virtual/kfd/kfd/proc"
+COMPUTE_MODES = ("SPX", "DPX", "TPX", "QPX", "CPX")
+MCLK_MHZ = (900, 1300)
+
+
+def od_clk_text(sclk_min: int, sclk_max: int) -> str:
+    """pp_od_clk_voltage as Linux 6.x prints it for SMU 13.0.6 (emit_clk_levels): the current soft minimum and maximum
+    GFX clock, then the memory clock; no OD_RANGE."""
+    return "OD_SCLK:\n0: %dMhz\n1: %dMhz\nOD_MCLK:\n0: %dMhz\n1: %dMhz\n" % ((sclk_min, sclk_max) + MCLK_MHZ)
+
+
+def _mhz_levels(text: Optional[str]) -> List[int]:
+    return [int(m) for m in re.findall(r"^\s*\d+:\s*(\d+)Mhz", text or "", re.M | re.I)]
+
+
+def _gfx_table(root, dev: str) -> Tuple[int, int]:
+    """The GFX DPM table's minimum and maximum (pp_dpm_sclk's first and last level)."""
+    levels = _mhz_levels(_read(root, dev + "/pp_dpm_sclk"))
+    if not levels:
+        raise _err(errno.EINVAL, "no GFX clock table (pp_dpm_sclk)")
+    return levels[0], levels[-1]
+
+
+def _od_current(root, dev: str) -> Tuple[int, int]:
+    text = _read(root, dev + "/pp_od_clk_voltage") or ""
+    section = text.split("OD_MCLK:")[0]
+    levels = _mhz_levels(section)
+    return (levels[0], levels[-1]) if levels else _gfx_table(root, dev)
+
+
+def _amdgpu(root, rel: str, value: str) -> bool:
+    match = _AMDGPU.match(rel)
+    if not match:
+        return False
+    dev, name = match.groups()
+    {"power_dpm_force_performance_level": _perf_level, "pp_od_clk_voltage": _od_clk,
+     "current_compute_partition": _compute_partition, "current_memory_partition": _memory_partition}[name](
+        root, dev, rel, value)
+    return True
+
+
+def _perf_level(root, dev: str, rel: str, value: str) -> None:
+    """amdgpu_set_power_dpm_force_performance_level: an unknown level or one the SMU refuses is EINVAL. Leaving
+    perf_determinism puts the maximum GFX clock back to the table's; auto puts both back (set_performance_level)."""
+    if value not in _LEVELS:
+        raise _err(errno.EINVAL, "%r is not a performance level (%s)" % (value, ", ".join(_LEVELS)))
+    if (_read(root, dev + "/device") or "").strip() in _MI300_DEVICES and value not in _SMU_13_0_6_LEVELS:
+        raise _err(errno.EINVAL, "SMU 13.0.6 takes the levels %s only" % ", ".join(_SMU_13_0_6_LEVELS))
+    previous = (_read(root, rel) or "").strip()
+    if value == "profile_exit":
+        if not previous.startswith("profile_"):
+            raise _err(errno.EINVAL, "profile_exit is valid in a profile level only")
+        value = "auto"
+    low, high = _od_current(root, dev)
+    table = _gfx_table(root, dev)
+    if previous == "perf_determinism" and value != "perf_determinism":
+        high = table[1]
+    if value == "auto":
+        low, high = table
+    _put_all(root, [(rel, value + "\n"), (dev + "/pp_od_clk_voltage", od_clk_text(low, high))])
+
+
+def _od_clk(root, dev: str, rel: str, value: str) -> None:
+    """amdgpu_set_pp_od_clk_voltage -> smu_v13_0_6_usr_edit_dpm_table: one command per write, only in the manual and
+    perf_determinism levels; "s 0|1 <MHz>" within the GFX table, "c" commits (in perf_determinism the maximum is
+    the determinism clock), "r" restores the table."""
+    if len(value) > 127:
+        raise _err(errno.EINVAL, "more than 127 bytes")
+    words = value.split()
+    if not words or words[0] not in ("s", "c", "r"):
+        raise _err(errno.EINVAL, "%r: the simulated SMU 13.0.6 takes 's', 'c' and 'r'" % value)
+    if not all(re.match(r"^-?[0-9]+$", w) for w in words[1:]):
+        raise _err(errno.EINVAL, "%r: parameters are integers" % value)
+    level = (_read(root, dev + "/power_dpm_force_performance_level") or "").strip()
+    if level not in ("manual", "perf_determinism"):
+        raise _err(errno.EINVAL, "pp_od_clk_voltage is writable in the manual and perf_determinism levels only, "
+                                 "not %s" % level)
+    table = _gfx_table(root, dev)
+    try:
+        memory = dict(json.loads(_read(root, OD_CUSTOM) or "{}"))
+    except ValueError:
+        memory = {}
+    custom = dict(memory.get(dev) or {})
+    params = [int(w) for w in words[1:]]
+    current = _od_current(root, dev)
+    if words[0] == "s":
+        if len(params) != 2 or params[0] not in (0, 1):
+            raise _err(errno.EINVAL, "'s' takes an index (0 or 1) and a clock")
+        if (params[0] == 0 and params[1] < table[0]) or (params[0] == 1 and params[1] > table[1]):
+            raise _err(errno.EINVAL, "clock %d MHz is outside the GFX table %d-%d MHz" % ((params[1],) + table))
+        custom["min" if params[0] == 0 else "max"] = params[1]
+        memory[dev] = custom
+        _put(root, OD_CUSTOM, json.dumps(memory, sort_keys=True))
+        return
+    if params:
+        raise _err(errno.EINVAL, "%r takes no parameters" % words[0])
+    if words[0] == "r":
+        low, high = table
+    else:
+        low, high = custom.get("min") or current[0], custom.get("max") or current[1]
+        if level == "perf_determinism":
+            if not table[0] <= high <= table[1]:
+                raise _err(errno.EINVAL, "invalid determinism clock %d MHz" % high)
+            low = table[0]
+        elif low >= high:
+            raise _err(errno.EINVAL, "the minimum GFX clock must be below the maximum")
+    _put(root, dev + "/pp_od_clk_voltage", od_clk_text(low, high))
+
+
+def _power_cap(root, rel: str, value: str) -> bool:
+    """amdgpu_hwmon_set_power_cap: kstrtou32 microwatts, truncated to watts; smu_set_power_limit refuses a limit
+    outside [power1_cap_min, power1_cap_max] with EINVAL; 0 re-applies the current limit."""
+    match = _POWER_CAP.match(rel)
+    if not match:
+        return False
+    if not re.match(r"^[0-9]+$", value):
+        raise _err(errno.EINVAL, "power1_cap takes microwatts as digits")
+    if int(value) > (1 << 32) - 1:
+        raise _err(errno.ERANGE, "power1_cap %s does not fit 32 bits" % value)
+    watts = int(value) // 1000000
+    high = int((_read(root, match.group(1) + "/power1_cap_max") or "0").strip()) // 1000000
+    low = int((_read(root, match.group(1) + "/power1_cap_min") or "0").strip()) // 1000000
+    if watts == 0:
+        return True
+    if not low <= watts <= high:
+        raise _err(errno.EINVAL, "power limit %d W is out of range [%d,%d]" % (watts, low, high))
+    _put(root, rel, "%d\n" % (watts * 1000000))
+    return True
+
+
+def _listed_modes(text: Optional[str]) -> List[str]:
+    return [w.strip().upper() for w in (text or "").replace(",", " ").split()]
+
+
+def kfd_processes(root) -> List[str]:
+    """The processes that have /dev/kfd open (sys/class/kfd/kfd/proc/<pid>/, kfd_process.c)."""
+    return sorted(name for name in root.listdir(KFD_PROC) if name.isdigit())
+
+
+def _compute_partition(root, dev: str, rel: str, value: str) -> None:
+    """amdgpu_gfx_set_compute_partition -> aqua_vanjaram_switch_partition_mode: the name is matched with
+    strncasecmp, a mode the memory partition does not allow is EINVAL, the current one changes nothing, and any
+    open KFD process makes the switch EBUSY (kgd2kfd_check_and_lock_kfd)."""
+    mode = next((m for m in COMPUTE_MODES if value.upper().startswith(m)), None)
+    if mode is None or mode not in _listed_modes(_read(root, dev + "/available_compute_partition")):
+        raise _err(errno.EINVAL, "compute partition %r is not available" % value)
+    if mode == (_read(root, rel) or "").strip():
+        return
+    pids = kfd_processes(root)
+    if pids:
+        raise _err(errno.EBUSY, "KFD processes are open (%s)" % ", ".join(pids))
+    _put(root, rel, mode + "\n")
+
+
+def _memory_partition(root, dev: str, rel: str, value: str) -> None:
+    """current_memory_partition_store: a supported mode (strncasecmp) is stored as the hive's request and the file
+    keeps showing the current mode ("NPS mode change requested, please remove and reload the driver"); the current
+    mode itself is skipped, which leaves an earlier request in place; anything else is EINVAL."""
+    supported = _listed_modes(_read(root, dev + "/available_memory_partition"))
+    mode = next((m for m in supported if value.upper().startswith(m)), None)
+    if mode is None:
+        raise _err(errno.EINVAL, "memory partition %r is not supported" % value)
+    if mode == (_read(root, rel) or "").strip():
+        return
+    _put(root, NPS_REQUEST, mode + "\n")
+
+
+def nps_request(root) -> Optional[str]:
+    """The memory partition requested since boot, which the next boot applies (None: none)."""
+    text = _read(root, NPS_REQUEST)
+    return text.strip() if text else None

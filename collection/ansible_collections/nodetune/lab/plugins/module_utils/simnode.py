@@ -28,7 +28,15 @@ Simulated service state (the representation ``simservices.py`` reads and writes)
 ``run/systemd/units/invocation:irqbalance.service`` (as systemd keeps it) = running, together with a
 ``proc/<pid>/{comm,cmdline}`` process entry. A role stops it by removing the ``run/`` link (and may remove the
 process entry) and disables it by removing the ``wants`` link; the next :func:`reboot` starts it again iff the
-``wants`` link exists.
+``wants`` link exists. Any other enabled service (a ``slurmd.service`` a test installs) is started at boot too, with
+a ``proc/<pid>/limits`` carrying the limit systemd gave it, and the manager's loaded limits are kept in
+``run/systemd/.nodetune-sim-manager.json`` (simservices.py: daemon-reload, daemon-reexec, restart).
+
+The boot loader (simbootloader.py): a Debian-family node has ``/etc/default/grub``, ``/boot/grub/grub.cfg`` and
+``update-grub``/``grub-mkconfig`` stand-ins, a RHEL-family node BootLoaderSpec entries (the kernel's and a rescue
+entry) and ``grubby``; the lab's backend runs those tools' effects on the files. :func:`reboot` boots the default
+entry, so ``/proc/cmdline`` (and what the boot derives from it: ``isolcpus=``, ACS, the IOMMU groups' type) follows
+what the boot loader was given; while the entry is as built, the spec's ``kernel.cmdline`` as it is.
 
 The tree's root holds ``.nodetune-simnode.json`` (the normalised spec), for this module only. ``simkernel.py``
 emulates the kernel side effects of writes for a Root given its backend explicitly (the lab says so; the marker
@@ -40,25 +48,31 @@ Spec (YAML or a dict; every key optional unless marked; unknown keys are errors)
     platform: {vendor, product}                 DMI strings
     os: {family: Debian|RedHat, pretty_name}    irqbalance config in etc/default or etc/sysconfig
     kernel: {release, cmdline}  release >= 6.12: managed IRQ affinity files are 0444; >= 6.2: per-device MSI chips;
-                                cmdline isolcpus=/nohz_full= fill cpu/isolated and cpu/nohz_full
+                                cmdline isolcpus=/nohz_full= fill cpu/isolated and cpu/nohz_full;
+                                pci=disable_acs_redir=<dev>[;<dev>] clears ACS RR/CR/EC on those ports at boot
     cpu:
       model: EPYC 7763 | EPYC 9654   (fills the fields below; each can be overridden)
       sockets, cores_per_socket, threads_per_core (1|2), cores_per_l3, cache_kb {l1d,l1i,l2,l3}, mhz {min,base,max}
       smt: on | off (nosmt: siblings present, offline) | forceoff | notsupported (BIOS off: one thread per core)
-      numbering: split (siblings N and N+cores, as on EPYC) | adjacent (2k, 2k+1)
+      numbering: split (siblings N and N+cores, as on EPYC) | adjacent (2k, 2k+1) | interleaved (the sockets
+                 take turns: CPU 2k on socket 0, 2k+1 on socket 1, as Intel servers and AMD's "round robin" MADT
+                 core enumeration number them; hwloc's and Slurm's core order then differs from Linux's)
       caches: true | false       (false leaves out cpuN/cache/, read only by hwloc, for faster builds)
       cpufreq: {driver: acpi-cpufreq | amd-pstate | amd-pstate-epp | none, governor, epp, amd_pstate_mode, boost}
       cpuidle: {driver: acpi_idle | none, states: [POLL, C1, C2]}
     numa: {per_socket: 1|2|4 (NPS), distance_same_socket: 12, distance_remote: 32}
-    memory_gb, iommu (bool), irqbalance: {installed, enabled}
+    memory_gb, iommu (bool; on: the kernel enables ACS SV/RR/CR/UF on root and switch downstream ports at boot),
+    irqbalance: {installed, enabled}
     sysctl: {"vm.dirty_ratio": 40, ...}       overrides of the kernel defaults in SYSCTL_DEFAULTS
     bmc_vga: true | false | "<bdf>"           the BMC's ASPEED VGA (card0), on the last free bus of root complex 0
     gpus: [{model: MI250|MI300X, bdf (required), numa_node, switch, package, link {speed, width}, aspm {l0s, l1},
-            temp_c, power_w}]
+            temp_c, power_w, hwmon_limits (MI300X: false = an amdgpu before Linux 6.7's hwmon limit files)}]
     nics: [{name (required), model: ConnectX-6|ConnectX-7|BCM57416, bdf (required), numa_node, switch,
             mode: datagram|connected, mtu, ib_mtu, bcast_mtu (the SM's broadcast-group IB MTU, default ib_mtu:
             caps the datagram-mode MTU at bcast_mtu - 4), rate, state, comp_vectors (mlx5, default 63),
-            irq_vectors (Ethernet), enhanced_ipoib, link, aspm}]
+            comp_vectors_at_boot (mlx5 on kernel >= 6.5, default all: how many completion vectors exist after
+            boot; :func:`use_comp_vectors` creates the others, as their first user does), irq_vectors (Ethernet),
+            enhanced_ipoib, link, aspm}]
     nvme: [{model: P5800X|PM1733|CM7-R, bdf (required), numa_node, switch, max_queues, size_gb, link, aspm}]
     faults: {pcie_acs: false, xgmi_link_down: false, gpu_ras_uncorrectable: 0, ib_symbol_errors: 0,
              memlock: unlimited|KiB, gpu_perf_level: auto, gpu_power_cap_w: null (the model's cap),
@@ -86,8 +100,18 @@ import tempfile
 import zlib
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
+from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import (
+    KFD_PROC,
+    NPS_REQUEST,
+    dirty_write,
+    od_clk_text,
+    sim_root,
+)
 from ansible_collections.nodetune.lab.plugins.module_utils.simboot import run_boot_restore
+from ansible_collections.nodetune.lab.plugins.module_utils import simbootloader
+from ansible_collections.nodetune.lab.plugins.module_utils import simservices
+from ansible_collections.nodetune.lab.plugins.module_utils import simmetrics
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover_irq import parse_interrupts
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
     format_cpulist,
@@ -97,8 +121,11 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
 
 MARKER = ".nodetune-simnode.json"
 GENERATOR = "nodetune.simnode"
-GENERATOR_VERSION = 3  # bump whenever the trees change shape: present-state rebuilds older trees
+GENERATOR_VERSION = 7  # bump whenever the trees change shape: present-state rebuilds older trees
 RUNTIME_DIRS = ("sys", "proc", "run")
+# mlx5 allocates completion vectors on first use since this release (commit f14c1a14e632, "net/mlx5: Allocate
+# completion EQs dynamically"); before, all at probe
+LATE_COMP_VECTORS = (6, 5)
 PERSISTENT_DIRS = ("etc", "usr", "var")
 
 
@@ -447,12 +474,26 @@ def _normalize(raw: Dict[str, Any]) -> Dict[str, Any]:
             check.bad("sysctl.%s" % key, value, "expected a non-negative integer")
             continue
         sysctl[key] = text
+    # The kernel holds one form of each writeback limit (mm/page-writeback.c: writing one zeroes the other)
+    for ratio, size in (("vm.dirty_ratio", "vm.dirty_bytes"),
+                        ("vm.dirty_background_ratio", "vm.dirty_background_bytes")):
+        if sysctl.get(size, "0") != "0":
+            if sysctl.get(ratio, "0") != "0":
+                check.bad("sysctl.%s" % ratio, sysctl[ratio], "%s is set too, and the kernel holds one form of the "
+                          "limit (writing one zeroes the other): give %s: 0 or leave it out" % (size, ratio))
+            sysctl[ratio] = "0"
     spec["sysctl"] = sysctl
 
     root_complexes = 4 * cpu["sockets"]
     spec["gpus"] = _normalize_list(check, "gpus", top.get("gpus"), _normalize_gpu)
     spec["nics"] = _normalize_list(check, "nics", top.get("nics"), _normalize_nic)
     spec["nvme"] = _normalize_list(check, "nvme", top.get("nvme"), _normalize_nvme)
+    for index, nic in enumerate(spec["nics"]):
+        at_boot = nic.get("comp_vectors_at_boot")
+        if at_boot is not None and at_boot < nic["comp_vectors"] and _parse_version(release) < LATE_COMP_VECTORS:
+            check.bad("nics[%d].comp_vectors_at_boot" % index, at_boot, "kernel %s creates every mlx5 completion "
+                      "vector at probe; only Linux 6.5 and later create them on first use (commit f14c1a14e632): "
+                      "give kernel.release 6.5 or later, or leave comp_vectors_at_boot out" % release)
 
     spec["faults"] = _normalize_faults(check, top.get("faults"))
     vga = top.get("bmc_vga", True)
@@ -470,8 +511,11 @@ def _normalize(raw: Dict[str, Any]) -> Dict[str, Any]:
 
 # What the health and inventory checks of verify read (issue 15), healthy by default; each key breaks one.
 FAULT_DEFAULTS: Dict[str, Any] = {
-    "pcie_acs": False,  # true: ACS on at every root and switch downstream port
-    "xgmi_link_down": False,  # true: no xGMI link between the first two GPUs
+    "pcie_acs": False,  # true: ACS redirect on at every root and switch downstream port, whatever the boot did
+    # true: the xGMI link between the first two GPUs is down, as amdgpu shows it: port state 0 in MI300X's
+    # gpu_metrics xgmi_link_status, uncorrectable xgmi_wafl RAS errors on MI250 (whose gpu_metrics has no xGMI
+    # field); KFD keeps listing the link, as kfd_crat.c lists one to every hive member
+    "xgmi_link_down": False,
     "gpu_ras_uncorrectable": 0,  # uncorrectable errors in the first GPU's umc_err_count
     "ib_symbol_errors": 0,  # symbol_error count of the first RDMA port
     "memlock": "unlimited",  # or KiB: limits.d and systemd's DefaultLimitMEMLOCK
@@ -532,7 +576,8 @@ def _normalize_cpu(check: _Checker, raw: Any) -> Dict[str, Any]:
         smt = "notsupported"
     cpu["threads_per_core"] = threads
     cpu["smt"] = smt
-    cpu["numbering"] = check.choice("cpu.numbering", data.get("numbering", "split"), ("split", "adjacent")) or "split"
+    cpu["numbering"] = check.choice("cpu.numbering", data.get("numbering", "split"),
+                                    ("split", "adjacent", "interleaved")) or "split"
     cores_per_l3 = check.integer("cpu.cores_per_l3", data.get("cores_per_l3", base["cores_per_l3"]), 1, 512) or 1
     if cpu["cores_per_socket"] % cores_per_l3:
         check.bad("cpu.cores_per_l3", cores_per_l3, "must divide cores_per_socket %d" % cpu["cores_per_socket"])
@@ -627,7 +672,7 @@ def _switch_field(check: _Checker, where: str, data: Dict[str, Any]) -> Optional
 
 def _normalize_gpu(check: _Checker, where: str, raw: Any) -> Dict[str, Any]:
     data = check.keys(where, raw, ("model", "bdf", "numa_node", "switch", "package", "link", "aspm", "temp_c",
-                                   "power_w"))
+                                   "power_w", "hwmon_limits"))
     model = check.choice(where + ".model", data.get("model", "MI300X"), sorted(GPU_MODELS)) or "MI300X"
     base = GPU_MODELS[model]
     return {
@@ -640,13 +685,15 @@ def _normalize_gpu(check: _Checker, where: str, raw: Any) -> Dict[str, Any]:
         "aspm": _aspm(check, where + ".aspm", data.get("aspm")),
         "temp_c": check.integer(where + ".temp_c", data.get("temp_c", base["idle_temp_c"]), 0, 125),
         "power_w": check.integer(where + ".power_w", data.get("power_w", base["idle_power_w"]), 0, 1500),
+        # MI300X: amdgpu shows tempN_crit/tempN_emergency from Linux 6.7 (or a driver with those commits backported)
+        "hwmon_limits": check.boolean(where + ".hwmon_limits", data.get("hwmon_limits", True)),
     }
 
 
 def _normalize_nic(check: _Checker, where: str, raw: Any) -> Dict[str, Any]:
     data = check.keys(where, raw, ("name", "model", "bdf", "numa_node", "switch", "mode", "mtu", "ib_mtu", "rate",
                                    "state", "comp_vectors", "irq_vectors", "enhanced_ipoib", "link", "aspm",
-                                   "bcast_mtu"))
+                                   "bcast_mtu", "comp_vectors_at_boot"))
     model = check.choice(where + ".model", data.get("model", "ConnectX-7"), sorted(NIC_MODELS)) or "ConnectX-7"
     base = NIC_MODELS[model]
     nic: Dict[str, Any] = {
@@ -685,8 +732,13 @@ def _normalize_nic(check: _Checker, where: str, raw: Any) -> Dict[str, Any]:
                     "state": state or "ACTIVE",
                     "comp_vectors": check.integer(where + ".comp_vectors", data.get("comp_vectors", 63), 1, 256)
                     or 63})
+        if "comp_vectors_at_boot" in data:  # kept out of the spec when not given: older trees' specs stay equal
+            at_boot = check.integer(where + ".comp_vectors_at_boot", data["comp_vectors_at_boot"], 0,
+                                    nic["comp_vectors"])
+            if at_boot is not None:
+                nic["comp_vectors_at_boot"] = at_boot
     else:
-        for key in ("mode", "ib_mtu", "rate", "comp_vectors", "enhanced_ipoib"):
+        for key in ("mode", "ib_mtu", "rate", "comp_vectors", "enhanced_ipoib", "comp_vectors_at_boot"):
             if key in data:
                 check.bad(where + "." + key, data[key], "%s is an Ethernet NIC; %s applies to InfiniBand only"
                           % (model, key))
@@ -860,6 +912,8 @@ class _Cpus(object):
                 for c in range(self.cores):
                     if cpu["numbering"] == "split":
                         cid = t * self.sockets * self.cores + s * self.cores + c
+                    elif cpu["numbering"] == "interleaved":
+                        cid = (t * self.cores + c) * self.sockets + s
                     else:
                         cid = (s * self.cores + c) * self.threads + t
                     self.socket[cid], self.core[cid], self.thread[cid] = s, c, t
@@ -1104,6 +1158,8 @@ class _Irq(object):
 class _Machine(object):
     """Everything derived from a spec (plus the persistent state read at boot), before any file is written."""
 
+    FIRST_DYNAMIC_IRQ = 32  # below: the legacy (ISA/IO-APIC) numbers
+
     def __init__(self, spec: Dict[str, Any], boot: Dict[str, Any]) -> None:
         self.spec = spec
         self.boot = boot
@@ -1115,7 +1171,7 @@ class _Machine(object):
         self.pci: Dict[str, _Pci] = {}
         self.root_complexes: List[Tuple[int, int]] = []  # (bus, node)
         self.irqs: List[_Irq] = []
-        self._next_irq = 32
+        self._next_irq = self.FIRST_DYNAMIC_IRQ
         self._eff_rr: Dict[int, int] = {}
         self._build_pci()
         self._number_devices()
@@ -1355,6 +1411,9 @@ class _Machine(object):
             self._attach(dev, _Irq(self._new_irq(), chip, hwirq, "mlx5_async0@pci:%s" % dev.bdf, dev.bdf, everyone,
                                    self._effective(dev.node, everyone), False, dev.node), "msix")
             count = min(spec["comp_vectors"], len(cpus.online))
+            # Linux >= 6.5 creates a vector when its first user asks for it (mlx5_comp_eqn_get(), eq.c): after boot
+            # only those the interface and the RDMA core opened exist; use_comp_vectors() creates the others
+            count = min(count, spec.get("comp_vectors_at_boot", count))
             for index in range(count):
                 cpu = spread[index % len(spread)]
                 chip, hwirq = self._chip(dev, index + 1)
@@ -1595,7 +1654,7 @@ def _emit_nodes(tree: _Tree, m: _Machine) -> None:
             tree.link("%s/cpu%d" % (d, cid), "sys/devices/system/cpu/cpu%d" % cid)
 
 
-def _config_space(dev: _Pci, acs_on: bool = False) -> bytes:
+def _config_space(dev: _Pci, acs_control: int = 0) -> bytes:
     """The first 256 bytes of config space: header, bridge bus numbers, PCIe capability with the link."""
     cfg = bytearray(256)
     header = 1 if dev.bridge else 0
@@ -1621,20 +1680,71 @@ def _config_space(dev: _Pci, acs_on: bool = False) -> bytes:
         struct.pack_into("<H", cfg, 0x50, (1 if aspm.get("l0s") else 0) | (2 if aspm.get("l1") else 0))
         struct.pack_into("<H", cfg, 0x52, link["gen"] | (link["width"] << 4))
     if dev.pcie_type in (4, 6):  # root and switch downstream ports carry ACS (health.pcie_acs)
-        cfg += _acs_capability(acs_on)
+        cfg += _acs_capability(acs_control)
     return bytes(cfg)
 
 
 ACS_CAP_ID = 0x000D
+ACS_CAPABILITY = 0x001d  # what the simulated ports can do: SV, RR, CR, UF (include/uapi/linux/pci_regs.h PCI_ACS_*)
+_ACS_STD = 0x01 | 0x04 | 0x08 | 0x10  # pci_std_enable_acs(): SV, RR, CR, UF where capable
+_ACS_REDIRECT = 0x04 | 0x08 | 0x20  # RR, CR, EC: what pci=disable_acs_redir= clears
 
 
-def _acs_capability(on: bool = False) -> bytearray:
-    """Extended config space (0x100-0xfff) with the ACS capability first and last: capable of source validation,
-    P2P request/completion redirect, upstream forwarding; control 0 (all off, as AMD's multi-node guides ask)."""
+def _acs_capability(control: int = 0) -> bytearray:
+    """Extended config space (0x100-0xfff) with the ACS capability first and last: :data:`ACS_CAPABILITY`, and the
+    control register the boot left (:func:`_boot_acs_control`)."""
     ext = bytearray(4096 - 256)
     struct.pack_into("<I", ext, 0, ACS_CAP_ID | (1 << 16))  # id, version 1, next 0
-    struct.pack_into("<HH", ext, 4, 0x001d, 0x001d if on else 0x0000)  # capability, control
+    struct.pack_into("<HH", ext, 4, ACS_CAPABILITY, control)  # capability, control
     return ext
+
+
+def _boot_acs_control(m: "_Machine", dev: _Pci) -> int:
+    """A port's ACS control after boot, as drivers/pci/pci.c pci_enable_acs() leaves it: the firmware's (0 here),
+    plus SV/RR/CR/UF when an IOMMU driver asked for ACS (pci_std_enable_acs(); the AMD IOMMU driver asks whenever
+    the firmware's IVRS table is there: drivers/iommu/amd/init.c detect_ivrs() -> pci_request_acs()), minus RR/CR/EC
+    on the devices ``pci=disable_acs_redir=`` names, which the kernel applies with or without an IOMMU. The fault
+    ``pcie_acs`` is the end state whatever its cause (firmware, a boot script, a kernel without the parameter):
+    every capability on."""
+    if dev.pcie_type not in (4, 6):
+        return 0
+    if m.spec["faults"]["pcie_acs"]:
+        return ACS_CAPABILITY
+    control = ACS_CAPABILITY & _ACS_STD if m.spec["iommu"] else 0
+    if any(_pci_dev_matches(dev, spec) for spec in _acs_redir_devices(m.spec["kernel"]["cmdline"])):
+        control &= ~_ACS_REDIRECT
+    return control
+
+
+def _acs_redir_devices(cmdline: str) -> List[str]:
+    """The device list of the last ``pci=...,disable_acs_redir=<dev>[;<dev>...]`` (drivers/pci/pci.c pci_setup():
+    options are ','-separated, a later one replaces an earlier one)."""
+    found: List[str] = []
+    for word in cmdline.split():
+        if word.startswith("pci="):
+            for option in word[4:].split(","):
+                if option.startswith("disable_acs_redir="):
+                    found = [d for d in option[len("disable_acs_redir="):].split(";") if d]
+    return found
+
+
+def _pci_dev_matches(dev: _Pci, spec: str) -> bool:
+    """drivers/pci/pci.c pci_dev_str_match(): ``pci:<vendor>:<device>[:<subvendor>:<subdevice>]`` (hex, 0 matches
+    any subsystem id) or a path ``[<domain>:]<bus>:<dev>.<fn>[/<dev>.<fn>]*`` from the root bus down."""
+    if spec.startswith("pci:"):
+        try:
+            ids = [int(part, 16) for part in spec[4:].split(":")]
+        except ValueError:
+            return False
+        if len(ids) not in (2, 4) or (ids[0], ids[1]) != (dev.vendor, dev.device):
+            return False
+        return len(ids) == 2 or all(want in (0, have) for want, have in zip(ids[2:], dev.subsystem))
+    chain = [part for part in dev.path.split("/") if re.match(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", part)]
+    steps = spec.lower().split("/")
+    if len(steps) != len(chain):
+        return False
+    first = steps[0] if steps[0].count(":") == 2 else "0000:" + steps[0]
+    return first == chain[0] and all(step == bdf.split(":")[2] for step, bdf in zip(steps[1:], chain[1:]))
 
 
 def _speed_text(m: _Machine, gen: int) -> str:
@@ -1667,7 +1777,7 @@ def _emit_pci(tree: _Tree, m: _Machine) -> None:
         tree.f(p + "/subsystem_device", "0x%04x" % dev.subsystem[1])
         tree.f(p + "/class", "0x%06x" % dev.cls)
         tree.f(p + "/revision", "0x%02x" % dev.revision)
-        tree.raw(p + "/config", _config_space(dev, m.spec["faults"]["pcie_acs"]), 0o644)
+        tree.raw(p + "/config", _config_space(dev, _boot_acs_control(m, dev)), 0o644)
         tree.f(p + "/numa_node", dev.node, 0o644)
         tree.f(p + "/local_cpus", cpus.mask(local))
         tree.f(p + "/local_cpulist", _list_cached(cpus, local))
@@ -1762,52 +1872,78 @@ def _emit_gpus(tree: _Tree, m: _Machine) -> None:
     kfd = "sys/devices/virtual/kfd/kfd/topology"
     tree.link("sys/class/kfd/kfd", "sys/devices/virtual/kfd/kfd")
     tree.f("sys/devices/virtual/kfd/kfd/dev", "235:0")
+    tree.dir("sys/devices/virtual/kfd/kfd/proc")  # one <pid>/ per process that opened /dev/kfd (start_kfd_process)
     tree.f(kfd + "/generation_id", 1)
     tree.f(kfd + "/system_properties", "platform_oem %d\nplatform_id %d\nplatform_rev 2"
            % (_stable(spec["platform"]["vendor"], 62), _stable(spec["platform"]["product"], 46)))
     hive = _stable(spec["hostname"] + "/xgmi-hive", 63) or 1
-    gpu_nodes = dict((gpu.bdf, m.kfd_first_gpu + index) for index, gpu in enumerate(m.gpus))
-    gpu_ids = dict((gpu.bdf, (_stable(spec["hostname"] + gpu.bdf, 16) | 0x1000)) for gpu in m.gpus)
+    # One KFD node and one DRM device per partition (XCP) of a partitioned MI300: partition 0 is the PCI device's own,
+    # the others amdgpu_xcp.<n> platform devices (amdxcp/amdgpu_xcp_drv.c), all created at probe, so their minors
+    # follow probe order; KFD ORs the partition into location_id and gives each node its own drm_render_minor
+    # (kfd_topology.c; "drm/amdkfd: Store drm node minor number for kfd nodes").
+    parts = dict((gpu.bdf, partition_count(spec, gpu.spec["model"])) for gpu in m.gpus)
+    gpu_nodes: Dict[str, List[int]] = {}
+    minors: Dict[Tuple[str, int], Tuple[int, int]] = {}  # (bdf, partition) -> (card, render)
+    next_node, next_card, next_render = m.kfd_first_gpu, (min(m.card[g.bdf] for g in m.gpus)), 128
+    for gpu in m.gpus:
+        gpu_nodes[gpu.bdf] = list(range(next_node, next_node + parts[gpu.bdf]))
+        next_node += parts[gpu.bdf]
+        for partition in range(parts[gpu.bdf]):
+            minors[(gpu.bdf, partition)] = (next_card, next_render)
+            next_card, next_render = next_card + 1, next_render + 1
+    gpu_ids = {}  # partition 0 keeps the id an unpartitioned GPU has
+    for gpu in m.gpus:
+        for partition in range(parts[gpu.bdf]):
+            name = spec["hostname"] + gpu.bdf + ("/%d" % partition if partition else "")
+            gpu_ids[(gpu.bdf, partition)] = _stable(name, 16) | 0x1000
+    xcp_index = 0
     links_of: Dict[int, List[Dict[str, int]]] = {}
     for n in range(cpus.nodes):
         links_of[n] = [{"type": 1, "to": other, "weight": cpus.distance[n][other]} for other in range(cpus.nodes)
                        if other != n]
-    hwmon_index = 0
     for index, gpu in enumerate(m.gpus):
         model = GPU_MODELS[gpu.spec["model"]]
-        node = gpu_nodes[gpu.bdf]
+        count = parts[gpu.bdf]
         cpu_node = gpu.node if gpu.node >= 0 else 0
-        links = [{"type": 2, "to": cpu_node, "weight": 20}]
-        links_of[cpu_node].append({"type": 2, "to": node, "weight": 20})
-        for other in m.gpus:
-            if other is gpu or (spec["faults"]["xgmi_link_down"] and {gpu, other} == set(m.gpus[:2])):
-                continue
-            same_package = (gpu.spec["package"] is not None and gpu.spec["package"] >= 0
-                            and gpu.spec["package"] == other.spec["package"])
-            links.append({"type": 11, "to": gpu_nodes[other.bdf], "weight": 15 if same_package or
-                          model["gcds_per_package"] == 1 else 30})
-        links_of[node] = links
         bus, slot, fn = int(gpu.bdf[5:7], 16), int(gpu.bdf[8:10], 16), int(gpu.bdf[11])
-        render = 128 + index
-        props = [
-            ("cpu_cores_count", 0), ("simd_count", model["simd_count"]), ("mem_banks_count", 1),
-            ("caches_count", 0), ("io_links_count", len(links)), ("p2p_links_count", len(links) - 1),
-            ("cpu_core_id_base", 0), ("simd_id_base", 2147487744 + index * 0x100),
-            ("max_waves_per_simd", 8), ("lds_size_in_kb", 64), ("gds_size_in_kb", 0), ("num_gws", 64),
-            ("wave_front_size", 64), ("array_count", model["array_count"]), ("simd_arrays_per_engine", 1),
-            ("cu_per_simd_array", model["cu_per_simd_array"]), ("simd_per_cu", 4), ("max_slots_scratch_cu", 32),
-            ("gfx_target_version", model["gfx_target_version"]), ("vendor_id", 4098), ("device_id", gpu.device),
-            ("location_id", (bus << 8) | (slot << 3) | fn), ("domain", 0), ("drm_render_minor", render),
-            ("hive_id", hive), ("num_sdma_engines", 2), ("num_sdma_xgmi_engines", 6),
-            ("num_sdma_queues_per_engine", 8), ("num_cp_queues", 24),
-            ("max_engine_clk_fcompute", model["fcompute_mhz"]), ("local_mem_size", model["vram_gib"] << 30),
-            ("fw_version", 177), ("capability", 2893521536), ("debug_prop", 1511), ("sdma_fw_version", 24),
-            ("unique_id", _stable(spec["hostname"] + "/uid/" + gpu.bdf, 64)), ("num_xcc", model["num_xcc"]),
-            ("max_engine_clk_ccompute", spec["cpu"]["mhz"]["max"]),
-        ]
-        _emit_kfd_node(tree, kfd, node, props, links, model["gfx"], gpu_ids[gpu.bdf])
+        for partition, node in enumerate(gpu_nodes[gpu.bdf]):
+            links = [{"type": 2, "to": cpu_node, "weight": 20}]
+            links_of[cpu_node].append({"type": 2, "to": node, "weight": 20})
+            for other in m.gpus:
+                same_package = (gpu.spec["package"] is not None and gpu.spec["package"] >= 0
+                                and gpu.spec["package"] == other.spec["package"])
+                for peer in gpu_nodes[other.bdf]:
+                    if peer != node:
+                        links.append({"type": 11, "to": peer, "weight": 15 if other is gpu or same_package or
+                                      model["gcds_per_package"] == 1 else 30})
+            links_of[node] = links
+            card, render = minors[(gpu.bdf, partition)]
+            props = [
+                ("cpu_cores_count", 0), ("simd_count", model["simd_count"] // count), ("mem_banks_count", 1),
+                ("caches_count", 0), ("io_links_count", len(links)), ("p2p_links_count", len(links) - 1),
+                ("cpu_core_id_base", 0), ("simd_id_base", 2147487744 + (node - m.kfd_first_gpu) * 0x100),
+                ("max_waves_per_simd", 8), ("lds_size_in_kb", 64), ("gds_size_in_kb", 0), ("num_gws", 64),
+                ("wave_front_size", 64), ("array_count", model["array_count"] // count),
+                ("simd_arrays_per_engine", 1), ("cu_per_simd_array", model["cu_per_simd_array"]), ("simd_per_cu", 4),
+                ("max_slots_scratch_cu", 32), ("gfx_target_version", model["gfx_target_version"]),
+                ("vendor_id", 4098), ("device_id", gpu.device),
+                ("location_id", (bus << 8) | (slot << 3) | fn | (partition if count > 1 else 0)), ("domain", 0),
+                ("drm_render_minor", render), ("hive_id", hive), ("num_sdma_engines", 2),
+                ("num_sdma_xgmi_engines", 6), ("num_sdma_queues_per_engine", 8), ("num_cp_queues", 24),
+                ("max_engine_clk_fcompute", model["fcompute_mhz"]), ("local_mem_size", model["vram_gib"] << 30),
+                ("fw_version", 177), ("capability", 2893521536), ("debug_prop", 1511), ("sdma_fw_version", 24),
+                ("unique_id", _stable(spec["hostname"] + "/uid/" + gpu.bdf, 64)),
+                ("num_xcc", model["num_xcc"] // count), ("max_engine_clk_ccompute", spec["cpu"]["mhz"]["max"]),
+            ]
+            _emit_kfd_node(tree, kfd, node, props, links, model["gfx"], gpu_ids[(gpu.bdf, partition)])
+            if partition == 0:
+                _emit_drm_card(tree, gpu.path, card, render)
+            else:
+                xcp = "sys/devices/platform/amdgpu_xcp.%d" % xcp_index
+                xcp_index += 1
+                tree.f(xcp + "/uevent", "DRIVER=amdgpu_xcp_drv\nMODALIAS=platform:amdgpu_xcp")
+                _emit_drm_card(tree, xcp, card, render)
         p = gpu.path
-        _emit_drm_card(tree, p, m.card[gpu.bdf], render)
         tree.f(p + "/product_name", model["product"])
         tree.f(p + "/serial_number", "%016X" % _stable(spec["hostname"] + "/sn/" + gpu.bdf, 64))
         tree.f(p + "/unique_id", "%016x" % _stable(spec["hostname"] + "/uid/" + gpu.bdf, 64))
@@ -1816,35 +1952,54 @@ def _emit_gpus(tree: _Tree, m: _Machine) -> None:
         tree.f(p + "/mem_info_vram_used", 12 << 20)
         tree.f(p + "/gpu_busy_percent", 0)
         tree.f(p + "/power_dpm_force_performance_level", spec["faults"]["gpu_perf_level"], 0o644)
-        for block in ("umc", "gfx"):  # amdgpu RAS error counters
+        _emit_gpu_clocks(tree, p, model)
+        link_down = spec["faults"]["xgmi_link_down"] and gpu in m.gpus[:2] and len(m.gpus) > 1
+        mi300 = gpu.spec["model"].startswith(("MI300", "MI325"))
+        for block in ("umc", "gfx", "xgmi_wafl"):  # amdgpu RAS error counters
             ue = spec["faults"]["gpu_ras_uncorrectable"] if block == "umc" and index == 0 else 0
+            if block == "xgmi_wafl" and link_down and not mi300:
+                ue = 1  # PCS errors count as uncorrectable (amdgpu_xgmi.c, amdgpu_xgmi_query_pcs_error_status)
             tree.f(p + "/ras/%s_err_count" % block, "ue: %d\nce: 0" % ue)
+        temp_c, power_w = gpu.spec["temp_c"], gpu.spec["power_w"]
+        if mi300:
+            # one xGMI port per hive peer, the rest not connected (0xFFFF); the simulation's port order
+            peers = [other for other in m.gpus if other is not gpu][:simmetrics.NUM_XGMI_LINKS]
+            down = set(m.gpus[:2]) if link_down else set()
+            status = [simmetrics.XGMI_LINK_INACTIVE if {gpu, other} <= down else simmetrics.XGMI_LINK_ACTIVE
+                      for other in peers]
+            status += [simmetrics.NOT_FILLED] * (simmetrics.NUM_XGMI_LINKS - len(status))
+            tree.raw(p + "/gpu_metrics", simmetrics.mi300x_table(temp_c + 4, temp_c + 2, power_w, status))
+        else:
+            tree.raw(p + "/gpu_metrics", simmetrics.mi250_table(temp_c, temp_c + 4, temp_c + 2, power_w))
         if gpu.spec["model"].startswith(("MI300", "MI325")):  # amdgpu's partition modes (issue 15's inventory)
             tree.f(p + "/current_compute_partition", spec["faults"]["compute_partition"], 0o644)
             tree.f(p + "/current_memory_partition", spec["faults"]["memory_partition"], 0o644)
-        h = "%s/hwmon/hwmon%d" % (p, hwmon_index)
+            tree.f(p + "/available_memory_partition", ", ".join(MEMORY_PARTITIONS))
+            tree.f(p + "/available_compute_partition",
+                   ", ".join(compute_partitions(spec["faults"]["memory_partition"], model["num_xcc"])))
+        h = "%s/hwmon/hwmon%d" % (p, index)  # one hwmon per GPU, in probe order
         tree.f(h + "/name", "amdgpu")
-        tree.f(h + "/temp1_input", gpu.spec["temp_c"] * 1000)
-        tree.f(h + "/temp1_label", "edge")
-        tree.f(h + "/temp2_input", (gpu.spec["temp_c"] + 4) * 1000)
-        tree.f(h + "/temp2_label", "junction")
-        tree.f(h + "/temp3_input", (gpu.spec["temp_c"] + 2) * 1000)
-        tree.f(h + "/temp3_label", "mem")
-        tree.f(h + "/temp2_crit", 105000)
         # amdgpu's per-sensor limits (Documentation/gpu/amdgpu/thermal.rst: tempN_crit, tempN_emergency); the
-        # values are the simulation's, of the right kind, not a vendor's table
-        for sensor, (crit, emergency) in ((1, (100, 105)), (3, (95, 100))):
-            tree.f("%s/temp%d_crit" % (h, sensor), crit * 1000)
-            tree.f("%s/temp%d_emergency" % (h, sensor), emergency * 1000)
-        tree.f(h + "/temp2_emergency", 110000)
+        # values are the simulation's, of the right kind, not a vendor's table. MI300X (GC 9.4.3) never shows the
+        # edge sensor, and its limit files only from Linux 6.7 (commits df7a2808528f, 9cff0879aefe; amdgpu_pm.c,
+        # hwmon_attributes_visible): hwmon_limits false is an older driver
+        sensors = [(2, "junction", temp_c + 4, (105, 110)), (3, "mem", temp_c + 2, (95, 100))]
+        if not mi300:
+            sensors.insert(0, (1, "edge", temp_c, (100, 105)))
+        for sensor, label, value, limits in sensors:
+            tree.f("%s/temp%d_input" % (h, sensor), value * 1000)
+            tree.f("%s/temp%d_label" % (h, sensor), label)
+            if not mi300 or gpu.spec["hwmon_limits"]:
+                tree.f("%s/temp%d_crit" % (h, sensor), limits[0] * 1000)
+                tree.f("%s/temp%d_emergency" % (h, sensor), limits[1] * 1000)
         tree.f(h + "/power1_average", gpu.spec["power_w"] * 1000000)
         cap_w = spec["faults"]["gpu_power_cap_w"] if index == 0 else None
         tree.f(h + "/power1_cap", (cap_w or model["power_cap_w"]) * 1000000, 0o644)
         tree.f(h + "/power1_cap_max", model["power_cap_w"] * 1000000)
+        tree.f(h + "/power1_cap_min", 0)  # smu_v13_0_6_get_power_limit, aldebaran: no lower limit
         tree.link(h + "/device", p)
         tree.link(h + "/subsystem", "sys/class/hwmon")
-        tree.link("sys/class/hwmon/hwmon%d" % hwmon_index, h)
-        hwmon_index += 1
+        tree.link("sys/class/hwmon/hwmon%d" % index, h)
     for n in range(cpus.nodes):
         members = cpus.node_cpus[n]
         props = [
@@ -1859,6 +2014,42 @@ def _emit_gpus(tree: _Tree, m: _Machine) -> None:
             ("num_cp_queues", 0), ("max_engine_clk_ccompute", spec["cpu"]["mhz"]["max"]),
         ]
         _emit_kfd_node(tree, kfd, n, props, links_of[n], "", 0)
+
+
+# amdgpu's GFX clock files. The simulation's DPM table runs from GFX_MIN_MHZ to the model's peak engine clock;
+# pp_od_clk_voltage as Linux 6.x's emit_clk_levels prints it for SMU 13.0.6 and aldebaran: OD_SCLK (the current soft
+# minimum and maximum) and OD_MCLK, no OD_RANGE. simkernel keeps them when the level and OD commands are written.
+GFX_MIN_MHZ = 500
+MEMORY_PARTITIONS = ("NPS1", "NPS4")  # MI300X's supported_nps_modes (available_memory_partition)
+
+
+def _emit_gpu_clocks(tree: _Tree, path: str, model: Dict[str, Any]) -> None:
+    tree.f(path + "/pp_dpm_sclk", "0: %dMhz \n1: %dMhz *" % (GFX_MIN_MHZ, model["fcompute_mhz"]))
+    tree.raw(path + "/pp_od_clk_voltage", od_clk_text(GFX_MIN_MHZ, model["fcompute_mhz"]).encode(), 0o644)
+
+
+# partitions (XCPs) of each compute partition mode; CPX: one per XCC (aqua_vanjaram.c, __aqua_vanjaram_get_num_xcp)
+PARTITIONS = {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4}
+
+
+def partition_count(spec: Dict[str, Any], model_name: str) -> int:
+    """How many partitions amdgpu makes of a GPU of ``model_name`` in the spec's compute partition mode (1 for GPUs
+    without partitions: MI250's GCDs are PCI functions of their own)."""
+    if not model_name.startswith(("MI300", "MI325")):
+        return 1
+    mode = spec["faults"]["compute_partition"]
+    return GPU_MODELS[model_name]["num_xcc"] if mode == "CPX" else PARTITIONS.get(mode, 1)
+
+
+def compute_partitions(memory_partition: str, num_xcc: int) -> List[str]:
+    """The compute partitions amdgpu offers in a memory partition (aqua_vanjaram.c, __aqua_vanjaram_is_valid_mode:
+    SPX in NPS1 only, DPX with at most two memory partitions, QPX with two XCCs or more per partition, CPX where
+    the XCCs divide evenly among the memory partitions)."""
+    parts = int(memory_partition[3:]) if memory_partition[3:].isdigit() else 1
+    valid = {"SPX": parts == 1, "DPX": parts <= 2 and num_xcc % 4 == 0,
+             "TPX": parts in (1, 3) and num_xcc % 3 == 0, "QPX": parts in (1, 4) and num_xcc // 4 >= 2,
+             "CPX": num_xcc > 1 and parts in (1, 4) and num_xcc % parts == 0}
+    return [mode for mode in ("SPX", "DPX", "TPX", "QPX", "CPX") if valid[mode]]
 
 
 def _emit_kfd_node(tree: _Tree, kfd: str, node: int, props: List[Tuple[str, int]], links: List[Dict[str, int]],
@@ -2027,6 +2218,11 @@ def _emit_nvme(tree: _Tree, m: _Machine) -> None:
         tree.link("sys/class/block/%s" % disk, b)
 
 
+def _interrupts_row(prec: int, number: int, counts: str, chip: str, hwirq: str, flow: str, name: str) -> str:
+    """One IRQ's row of /proc/interrupts (kernel/irq/proc.c, show_interrupts())."""
+    return "%*d: %s %8s %*s-%-8s  %s" % (prec, number, counts, chip, prec, hwirq, flow, name)
+
+
 def _emit_irqs(tree: _Tree, m: _Machine) -> None:
     cpus = m.cpus
     managed_mode = 0o444 if m.version >= (6, 12) else 0o644
@@ -2056,8 +2252,7 @@ def _emit_irqs(tree: _Tree, m: _Machine) -> None:
     for irq in sorted(m.irqs, key=lambda i: i.number):
         where = column.get(irq.effective, 0)
         counts = zero * where + "%10d " % irq.count + zero * (len(online) - where - 1)
-        lines.append("%*d: %s %8s %*s-%-8s  %s" % (prec, irq.number, counts, irq.chip, prec, irq.hwirq, irq.flow,
-                                                   irq.name))
+        lines.append(_interrupts_row(prec, irq.number, counts, irq.chip, irq.hwirq, irq.flow, irq.name))
     arch = [("NMI", "Non-maskable interrupts", 1), ("LOC", "Local timer interrupts", 1000),
             ("SPU", "Spurious interrupts", 0), ("PMI", "Performance monitoring interrupts", 1),
             ("IWI", "IRQ work interrupts", 0), ("RTR", "APIC ICR read retries", 0),
@@ -2126,6 +2321,10 @@ def _emit_proc(tree: _Tree, m: _Machine) -> None:
         tree.f("proc/%d/comm" % pid, "irqbalance")
         tree.raw("proc/%d/cmdline" % pid, b"/usr/sbin/irqbalance\x00--foreground\x00")
         tree.f("proc/%d/status" % pid, "Name:\tirqbalance\nState:\tS (sleeping)\nPid:\t%d\nPPid:\t1" % pid)
+    # the other services systemd started at boot, each with the limits it gave their process (simservices.py)
+    for unit, loaded in sorted(((m.boot.get("systemd") or {}).get("units") or {}).items()):
+        for name, text in simservices.process_files(unit, loaded["MainPID"], loaded["LimitMEMLOCK"]).items():
+            tree.raw("proc/%d/%s" % (loaded["MainPID"], name), text.encode(), 0o444)
 
 
 def _emit_misc_sys(tree: _Tree, m: _Machine) -> None:
@@ -2163,6 +2362,15 @@ def _emit_run(tree: _Tree, m: _Machine) -> None:
     if m.boot.get("irqbalance_running"):
         invocation = "%032x" % _stable(m.spec["hostname"] + "/invocation", 64)
         tree.abslink("run/systemd/units/invocation:irqbalance.service", invocation)
+    for unit in m.boot.get("timers", []):  # the id simservices.SimServices.invocation_id gives a started unit
+        tree.abslink("run/systemd/units/invocation:" + unit,
+                     "%032x" % _stable("%s/invocation/%s" % (m.spec["hostname"], unit), 64))
+    manager = m.boot.get("systemd")
+    if manager is not None:  # the limits the manager loaded at boot (simservices.MANAGER_STATE)
+        for unit in sorted(manager["units"]):
+            tree.abslink("run/systemd/units/invocation:" + unit,
+                         "%032x" % _stable("%s/invocation/%s" % (m.spec["hostname"], unit), 64))
+        tree.raw(simservices.MANAGER_STATE, (json.dumps(manager, sort_keys=True, indent=1) + "\n").encode(), 0o644)
 
 
 # ============================================================================================ persistent files
@@ -2238,6 +2446,12 @@ def _persistent_files(spec: Dict[str, Any]) -> _Tree:
     extra = " ".join(t for t in cmdline.split() if not t.startswith(("BOOT_IMAGE=", "root=")) and t != "ro")
     tree.f("etc/default/grub", 'GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\nGRUB_DISTRIBUTOR="%s"\nGRUB_CMDLINE_LINUX_DEFAULT=""\n'
            'GRUB_CMDLINE_LINUX="%s"' % (osd["pretty_name"].split(" ")[0], extra), 0o644)
+    # the boot loader: GRUB (Debian) or BootLoaderSpec entries with grubby (RHEL), simbootloader.py; this replaces
+    # the /etc/default/grub above with one whose words GRUB's parser would misread are quoted
+    machine_id = "%016x%016x" % (_stable(spec["hostname"] + "/machine-id", 64),
+                                 _stable(spec["hostname"] + "/machine-id/2", 64))
+    for path, text in simbootloader.boot_files(spec, family, machine_id).items():
+        tree.raw(path, text.encode("utf-8"), 0o444 if path == simbootloader.GRUB_CFG else 0o644)
     tree.f("etc/sysctl.conf", "# /etc/sysctl.conf - Configuration file for setting system variables\n"
                               "# See sysctl.d(5) for information.", 0o644)
     tree.abslink("etc/sysctl.d/99-sysctl.conf", "../sysctl.conf")
@@ -2268,7 +2482,45 @@ def _read_boot_state(dest: str) -> Dict[str, Any]:
     state["nvme"] = _modprobe_nvme(dest, state["notes"])
     state["sysctl"] = _sysctl_d(dest, state["notes"])
     state["udev"] = _udev_rules(dest, state["notes"])
+    # systemd reads its default limits and starts the enabled services (simservices.boot_state)
+    state["systemd"] = _boot_systemd(lambda rel: _read_text_or_none(os.path.join(dest, rel)),
+                                     lambda rel: sorted(os.listdir(os.path.join(dest, rel)))
+                                     if os.path.isdir(os.path.join(dest, rel)) else [])
+    # systemd starts the enabled timers at boot (timers.target); the simulation's services (simservices.py) link
+    # every enabled unit into multi-user.target.wants
+    state["timers"] = sorted(set(
+        name for wants in ("etc/systemd/system/multi-user.target.wants", "etc/systemd/system/timers.target.wants")
+        for name in (os.listdir(os.path.join(dest, wants)) if os.path.isdir(os.path.join(dest, wants)) else [])
+        if name.endswith(".timer") and any(os.path.isfile(os.path.join(dest, units, name))
+                                           for units in ("etc/systemd/system", "usr/lib/systemd/system"))))
     return state
+
+
+def _read_text_or_none(path: str) -> Optional[str]:
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _boot_systemd(read: Any, listdir: Any) -> Dict[str, Any]:
+    """The manager's state after boot from the persistent files as ``read``/``listdir`` see them."""
+    wants = "etc/systemd/system/multi-user.target.wants"
+    return simservices.boot_state(read, listdir, (read("etc/hostname") or "").strip(), listdir(wants))
+
+
+def _tree_reader(tree: _Tree) -> Tuple[Any, Any]:
+    """``read``/``listdir`` over a tree still in memory (a build's persistent files)."""
+    def read(rel: str) -> Optional[str]:
+        entry = tree.files.get(rel)
+        return entry[0].decode("utf-8", "replace") if entry is not None else None
+
+    def listdir(rel: str) -> List[str]:
+        prefix = rel.rstrip("/") + "/"
+        return sorted(set(p[len(prefix):].split("/")[0] for p in list(tree.files) + list(tree.links)
+                          if p.startswith(prefix)))
+    return read, listdir
 
 
 def _conf_files(dest: str, directories: Iterable[str], suffix: str) -> List[str]:
@@ -2316,19 +2568,30 @@ def _modprobe_nvme(dest: str, notes: List[str]) -> Dict[str, int]:
     return params
 
 
-def _sysctl_d(dest: str, notes: List[str]) -> Dict[str, str]:
-    values: Dict[str, str] = {}
-    for path in _conf_files(dest, ("etc/sysctl.d", "run/sysctl.d", "usr/lib/sysctl.d"), ".conf"):
+def _sysctl_d(dest: str, notes: List[str]) -> List[Tuple[str, Optional[str], str]]:
+    """systemd-sysctl's writes at boot, ``(key as a /proc/sys path or glob, value, file)`` in its order
+    (src/sysctl/sysctl.c, parse_file()/apply_all(): one entry per key in an ordered map, a later assignment with
+    another value moves the key to the end, one with the same value leaves it in place). A ``-key`` line without a
+    value (None) only keeps globs off that key."""
+    options: Dict[str, Tuple[Optional[str], str]] = {}
+    dirs = ("etc/sysctl.d", "run/sysctl.d", "usr/local/lib/sysctl.d", "usr/lib/sysctl.d", "lib/sysctl.d")
+    for path in _conf_files(dest, dirs, ".conf"):
         for line in _read_text(path).splitlines():
             line = line.strip()
             if not line or line[0] in "#;":
                 continue
             key, sep, value = line.partition("=")
-            if not sep:
+            if not sep and not line.startswith("-"):
                 continue
-            key = key.strip().lstrip("-").replace("/", ".")
-            values[key] = " ".join(value.split())
-    return values
+            key = key.strip().lstrip("-").strip()
+            if "." in key and ("/" not in key or key.index(".") < key.index("/")):
+                key = key.translate(str.maketrans("./", "/."))  # sysctl_normalize(): dotted form to a path
+            wanted = value.strip() if sep else None
+            if key in options and options[key][0] == wanted:
+                continue
+            options.pop(key, None)
+            options[key] = (wanted, os.path.relpath(path, dest))
+    return [(key, value, source) for key, (value, source) in options.items()]
 
 
 def _udev_rules(dest: str, notes: List[str]) -> List[Tuple[str, List[Tuple[str, str, str]], List[Tuple[str, str]]]]:
@@ -2361,14 +2624,18 @@ def _apply_boot_config(tree: _Tree, m: _Machine) -> None:
     """systemd-sysctl and udev at boot: sysctl.d values and block ATTR{} assignments onto the fresh tree."""
     notes = m.boot.setdefault("notes", [])
     applied = m.boot.setdefault("applied", [])
-    for key, value in m.boot.get("sysctl", {}).items():
-        path = "proc/sys/" + key.replace(".", "/")
-        if path in tree.files:
-            tree.files[path] = ((value.replace(" ", "\t") if key in _SYSCTL_VECTORS else value).encode() + b"\n",
-                                tree.files[path][1])
-            applied.append("sysctl %s=%s" % (key, value))
-        else:
-            notes.append("sysctl %s is not simulated on this node; skipped" % key)
+    writes = m.boot.get("sysctl", [])
+    explicit = set(key for key, _value, _source in writes if not any(c in key for c in "*?["))
+    for key, value, source in writes:
+        if value is None:
+            continue
+        if not any(c in key for c in "*?["):
+            _boot_sysctl(tree, "proc/sys/" + key, value, source, notes, applied)
+            continue
+        # a glob: every matching sysctl no file names explicitly, in glob(3)'s sorted order
+        for path in sorted(p for p in tree.files if p.startswith("proc/sys/") and p[9:] not in explicit
+                           and _glob_path(key, p[9:])):
+            _boot_sysctl(tree, path, value, source, notes, applied)
     for source, matches, assigns in m.boot.get("udev", []):
         for nvme in m.nvmes:
             disk = "%sn1" % m.nvme_name[nvme.bdf]
@@ -2382,6 +2649,31 @@ def _apply_boot_config(tree: _Tree, m: _Machine) -> None:
                     continue
                 _udev_write(tree, base, attr, value)
                 applied.append("udev %s: %s ATTR{%s}=%s" % (source, disk, attr, value))
+
+
+def _glob_path(pattern: str, path: str) -> bool:
+    parts, names = pattern.split("/"), path.split("/")
+    return len(parts) == len(names) and all(fnmatch.fnmatchcase(n, p) for n, p in zip(names, parts))
+
+
+def _boot_sysctl(tree: _Tree, path: str, value: str, source: str, notes: List[str], applied: List[str]) -> None:
+    """One sysctl write of systemd-sysctl at boot, answered as the kernel answers it: a vm.dirty_* limit zeroes
+    the other form of its pair (simkernel.dirty_write), so the replay ends with one form of each pair."""
+    key = path[9:].translate(str.maketrans("./", "/."))
+    value = " ".join(value.split())
+    if path not in tree.files:
+        notes.append("sysctl %s is not simulated on this node; skipped" % key)
+        return
+    try:
+        files = dirty_write(lambda rel: tree.files[rel][0].decode() if rel in tree.files else None, path, value)
+    except OSError as exc:
+        notes.append("%s: sysctl %s=%s refused: %s" % (source, key, value, exc.strerror))
+        return
+    if files is None:
+        files = [(path, (value.replace(" ", "\t") if key in _SYSCTL_VECTORS else value) + "\n")]
+    for rel, text in files:
+        tree.files[rel] = (text.encode(), tree.files[rel][1])
+    applied.append("sysctl %s=%s" % (key, value))
 
 
 def _udev_rule_matches(matches: List[Tuple[str, str, str]], disk: str, tree: _Tree, base: str) -> bool:
@@ -2517,9 +2809,10 @@ def build(spec: Any, dest: str) -> Dict[str, Any]:
         raise SimNodeError("cannot create %s: %s" % (dest, exc.strerror or exc)) from None
     try:
         os.chmod(staging, 0o755)
-        boot = {"irqbalance_running": spec["irqbalance"]["enabled"], "nvme": {}, "sysctl": {}, "udev": []}
-        tree, machine = _generate(spec, boot)
         persistent = _persistent_files(spec)
+        boot = {"irqbalance_running": spec["irqbalance"]["enabled"], "nvme": {}, "sysctl": [], "udev": [],
+                "systemd": _boot_systemd(*_tree_reader(persistent))}
+        tree, machine = _generate(spec, boot)
         tree.files.update(persistent.files)
         tree.links.update(persistent.links)
         tree.dirs.update(persistent.dirs)
@@ -2590,9 +2883,10 @@ def reboot(dest: str, check_only: bool = False) -> Dict[str, Any]:
 
     Persistent files (etc/, usr/, var/) are kept, and they act the way they would at a real boot: sysctl.d
     values, udev ATTR{} rules for block devices, ``options nvme`` from modprobe.d, irqbalance running iff
-    enabled; then the enabled nodetune-restore unit replays the runtime tuning (simboot.py). Returns what
-    differed (``changed``: paths set back, created or removed) and what the boot applied; with ``check_only``
-    nothing is written.
+    enabled; then the enabled nodetune-restore unit replays the runtime tuning (simboot.py), and the enabled
+    timers run (nodetune-irq-repin.timer: simboot.run_irq_repin() is one of its runs). Mlx5 completion vectors
+    created since boot (use_comp_vectors) are gone again. Returns what differed (``changed``: paths set back,
+    created or removed) and what the boot applied; with ``check_only`` nothing is written.
     """
     real = _check_dest(dest, must_exist=True)
     marker = read_marker(real)
@@ -2602,10 +2896,13 @@ def reboot(dest: str, check_only: bool = False) -> Dict[str, Any]:
         spec = load_spec(marker["spec"])
     except SpecError as exc:
         raise SimNodeError("the spec stored in %s/%s is no longer valid: %s" % (dest, MARKER, exc)) from None
+    spec = _with_firmware(real, spec, check_only)
     boot = _read_boot_state(real)
+    # the kernel boots with its boot loader's default entry (the spec's command line while that is unchanged)
+    spec = dict(spec, kernel=dict(spec["kernel"], cmdline=simbootloader.booted_cmdline(real, spec)))
     tree = _generate(spec, boot)[0]
     changes = _sync_runtime(tree, real, check_only)
-    restore = {"ran": False, "applied": 0, "failed": []}
+    restore = {"ran": False, "applied": 0, "pinned": [], "failed": [], "pending": []}
     if not check_only:
         # systemd then starts the enabled units: nodetune-restore replays the runtime tuning (simboot.py).
         restore = run_boot_restore(sim_root(real))
@@ -2686,6 +2983,169 @@ def _sync_runtime(tree: _Tree, real: str, check_only: bool) -> List[str]:
             if not check_only:
                 os.symlink(target, os.path.join(real, path))
     return sorted(set(changes))
+
+
+# ============================================================================================ GPU firmware, KFD
+FIRMWARE = ".nodetune-simnode-firmware.json"  # what the GPUs' firmware keeps across reboots: the memory partition
+
+
+def _with_firmware(real: str, spec: Dict[str, Any], check_only: bool) -> Dict[str, Any]:
+    """``spec`` as the GPUs come up at this boot. A memory partition requested since the last boot (simkernel's NPS
+    request) is handed to the firmware when amdgpu unloads (amdgpu_gmc_prepare_nps_mode_change) and is the mode
+    from this boot on; a compute partition the new memory partition does not allow falls back to the one amdgpu
+    picks for it (aqua_vanjaram.c, __aqua_vanjaram_get_auto_mode)."""
+    firmware: Dict[str, Any] = {}
+    try:
+        with open(os.path.join(real, FIRMWARE), encoding="utf-8") as handle:
+            firmware = dict(json.load(handle))
+    except (OSError, ValueError):
+        firmware = {}
+    request_path = os.path.join(real, NPS_REQUEST)
+    if os.path.isfile(request_path) and not os.path.islink(request_path):
+        with open(request_path, encoding="utf-8") as handle:
+            request = handle.read().strip()
+        if request in ("NPS1", "NPS2", "NPS4", "NPS8"):
+            firmware["memory_partition"] = request
+            if not check_only:
+                with open(os.path.join(real, FIRMWARE), "w", encoding="utf-8") as handle:
+                    json.dump(firmware, handle)
+    if not firmware.get("memory_partition"):
+        return spec
+    faults = dict(spec["faults"], memory_partition=firmware["memory_partition"])
+    xcc = max([GPU_MODELS[g["model"]]["num_xcc"] for g in spec.get("gpus") or []] or [1])
+    if faults["compute_partition"] not in compute_partitions(faults["memory_partition"], xcc):
+        parts = int(faults["memory_partition"][3:])
+        faults["compute_partition"] = ("SPX" if parts == 1 else "CPX" if parts == xcc else
+                                       "QPX" if parts * 2 == xcc else "DPX")
+    return dict(spec, faults=faults)
+
+
+def start_kfd_process(dest: str, pid: int, bdfs: Iterable[str] = ()) -> str:
+    """A process that opened /dev/kfd, as a ROCm program does: ``sys/class/kfd/kfd/proc/<pid>/`` with a
+    ``vram_<gpu_id>`` file per GPU it uses (kfd_process.c, kfd_procfs_add_sysfs_files). It lasts until
+    :func:`stop_kfd_process` or a reboot. Returns the folder (relative to the root)."""
+    real = _check_dest(dest, must_exist=True)
+    topology = os.path.join(real, "sys/devices/virtual/kfd/kfd/topology/nodes")
+    ids = {}
+    for node in os.listdir(topology):
+        props = {}
+        with open(os.path.join(topology, node, "properties"), encoding="utf-8") as handle:
+            for line in handle:
+                key, _sep, value = line.partition(" ")
+                props[key] = int(value)
+        location = props.get("location_id", 0)
+        bdf = "%04x:%02x:%02x.0" % (props.get("domain", 0), location >> 8, (location >> 3) & 0x1f)
+        with open(os.path.join(topology, node, "gpu_id"), encoding="utf-8") as handle:
+            ids.setdefault(bdf, []).append(handle.read().strip())
+    folder = "%s/%d" % (KFD_PROC, int(pid))
+    os.makedirs(os.path.join(real, folder), exist_ok=True)
+    with open(os.path.join(real, folder, "pasid"), "w", encoding="utf-8") as handle:
+        handle.write("%d\n" % (0x8000 + int(pid) % 0x8000))
+    for bdf in bdfs:
+        if bdf not in ids:
+            raise SimNodeError("no KFD GPU at %s (GPUs: %s)" % (bdf, ", ".join(sorted(ids))))
+        for gpu_id in ids[bdf]:
+            with open(os.path.join(real, folder, "vram_" + gpu_id), "w", encoding="utf-8") as handle:
+                handle.write("0\n")
+    return folder
+
+
+def stop_kfd_process(dest: str, pid: int) -> bool:
+    """The process closed /dev/kfd: its proc folder goes. False where there was none."""
+    real = _check_dest(dest, must_exist=True)
+    folder = os.path.join(real, KFD_PROC, str(int(pid)))
+    if not os.path.isdir(folder):
+        return False
+    shutil.rmtree(folder)
+    return True
+
+
+# ============================================================================================ late mlx5 vectors
+def use_comp_vectors(dest: str, nic: str, vectors: Optional[Iterable[int]] = None) -> Dict[str, Any]:
+    """A user of mlx5 NIC ``nic`` (its name or PCI address) asks for completion ``vectors`` (default: all of them),
+    as an RDMA job creating completion queues or an interface opening its channels does.
+
+    Since Linux 6.5 (commit f14c1a14e632, "net/mlx5: Allocate completion EQs dynamically") the driver creates a
+    completion vector's IRQ only then: mlx5_comp_eqn_get() -> create_comp_eq() -> comp_irq_request_pci()
+    (drivers/net/ethernet/mellanox/mlx5/core/eq.c) -> mlx5_irq_alloc() (pci_irq.c), which takes a free MSI-X
+    table entry and IRQ number (pci_msix_alloc_irq_at(), MSI_ANY_INDEX: the lowest free ones), names the action
+    ``mlx5_comp<N>@pci:<BDF>`` and sets the driver's default affinity, the one CPU mlx5_cpumask_default_spread()
+    picks: the vector's place in the online CPUs ordered by NUMA distance from the device (CPU 0 past the end).
+    Each new IRQ gets its /proc/irq/N files and /N/<name>/ folder, its msi_irqs entry and its /proc/interrupts
+    row. Vectors that exist are left as they are; a reboot removes the created ones again (runtime state).
+    Returns the IRQs created (``irq``, ``name``, ``cpu``) and the names that existed already.
+    """
+    real = _check_dest(dest, must_exist=True)
+    marker = read_marker(real)
+    if marker is None:
+        raise SimNodeError("dest %s is not a simulated node (no valid %s); nothing to use" % (dest, MARKER))
+    spec = load_spec(marker["spec"])
+    m = _Machine(spec, _read_boot_state(real))
+    mlx5 = [d for d in sorted(m.pci.values(), key=lambda d: d.bdf)
+            if d.kind == "nic" and NIC_MODELS[d.spec["model"]]["kind"] == "ib"]
+    dev = next((d for d in mlx5 if nic in (d.spec["name"], d.bdf)), None)
+    if dev is None:
+        raise SpecError("nic %s is not valid: expected the name or PCI address of one of this node's mlx5 NICs "
+                        "(%s)" % (_show(nic), ", ".join("%s %s" % (d.spec["name"], d.bdf) for d in mlx5) or "none"))
+    count = min(dev.spec["comp_vectors"], len(m.cpus.online))
+    wanted = list(range(count)) if vectors is None else list(vectors)
+    bad = [v for v in wanted if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < count]
+    if bad:
+        # mlx5_comp_eqn_get() refuses an index >= max_comp_eqs (EINVAL)
+        raise SpecError("vectors %s are not valid for %s: it has completion vectors 0-%d" % (
+            _show(bad), dev.spec["name"], count - 1))
+    interrupts = os.path.join(real, "proc/interrupts")
+    lines = _read_text(interrupts).splitlines()
+    cpu_ids, rows = parse_interrupts("\n".join(lines))
+    existing = dict((row["name"], row["irq"]) for row in rows if isinstance(row["irq"], int))
+    used = set(existing.values()) | set(int(n) for n in os.listdir(os.path.join(real, "proc/irq")) if n.isdigit())
+    chip = m._chip(dev, 0)[0]
+    indices = set(int(row["hwirq"]) for row in rows if row["chip"] == chip and (row["hwirq"] or "").isdigit())
+    online = parse_cpulist(_read_text(os.path.join(real, "sys/devices/system/cpu/online")).strip())
+    spread = [c for c in m.cpus.local_spread(dev.node) if c in online]
+    prec = len(lines[1].partition(":")[0]) if len(lines) > 1 else 3
+    tree = _Tree()
+    created: List[Dict[str, Any]] = []
+    already: List[str] = []
+    for vector in wanted:
+        name = "mlx5_comp%d@pci:%s" % (vector, dev.bdf)
+        if name in existing:
+            already.append(name)
+            continue
+        number = next(n for n in range(m.FIRST_DYNAMIC_IRQ, 1 << 20) if n not in used)
+        index = next(i for i in range(1, 1 << 11) if i not in indices)  # entry 0 is the async vector's, at probe
+        used.add(number)
+        indices.add(index)
+        existing[name] = number
+        cpu = spread[vector] if vector < len(spread) else 0
+        d = "proc/irq/%d" % number
+        tree.f(d + "/smp_affinity", m.cpus.mask([cpu]), 0o644)
+        tree.f(d + "/smp_affinity_list", cpu, 0o644)
+        tree.f(d + "/effective_affinity", m.cpus.mask([cpu]))
+        tree.f(d + "/effective_affinity_list", cpu)
+        tree.f(d + "/node", dev.node if dev.node >= 0 else 0)
+        tree.dir(d + "/" + name)
+        tree.f("%s/msi_irqs/%d" % (dev.path, number), "msix")
+        row = _interrupts_row(prec, number, ("%10d " % 0) * len(cpu_ids), chip, str(index), "edge", name)
+        at = next((i for i, line in enumerate(lines[1:], 1)
+                   if not line.partition(":")[0].strip().isdigit() or int(line.partition(":")[0]) > number),
+                  len(lines))
+        lines.insert(at, row)
+        created.append({"irq": number, "name": name, "cpu": cpu})
+    for directory in sorted(tree.dirs):
+        os.makedirs(os.path.join(real, directory), 0o755, exist_ok=True)
+    for path, (data, mode) in tree.files.items():
+        full = os.path.join(real, path)
+        with open(full, "wb") as handle:
+            handle.write(data)
+        os.chmod(full, mode)
+    if created:
+        mode = stat.S_IMODE(os.stat(interrupts).st_mode)
+        os.chmod(interrupts, 0o644)
+        with open(interrupts, "w") as handle:
+            handle.write("\n".join(lines) + "\n")
+        os.chmod(interrupts, mode)
+    return {"dest": real, "nic": dev.spec["name"], "created": created, "existing": already}
 
 
 # ============================================================================================ faults in place
