@@ -268,12 +268,28 @@ from ansible_collections.nodetune.instinct.plugins.module_utils import audit as 
 from ansible_collections.nodetune.instinct.plugins.module_utils import bios as bios_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import diff_view
 from ansible_collections.nodetune.instinct.plugins.module_utils import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils import failures
 from ansible_collections.nodetune.instinct.plugins.module_utils import area_infiniband as infiniband
 from ansible_collections.nodetune.instinct.plugins.module_utils import services as services_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError
 from ansible_collections.nodetune.instinct.plugins.module_utils.node import layout_summary, load
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
+
+
+# Each refusal before or during the apply, and what the task says (failures.py); a subclass before its base.
+REFUSALS = (
+    (audit_mod.WaiverError, "nodetune refused the verify waivers, nothing was written: ", None),
+    (bios_mod.BiosConfigError, "nodetune refused the BIOS-level or health check variables, nothing was written: ",
+     failures.errors_of),
+    (engine.JournalError, "nodetune refused the node's journal: ", failures.errors_of),
+    (SettingError, "nodetune refused the settings, nothing was written: ", failures.errors_of),
+    (LayoutError, "nodetune could not plan this node, nothing was written: ", None),
+    (engine.ApplyError, "", lambda exc: {"setting": exc.setting.uid if exc.setting else None,
+                                         "rolled_back": exc.rolled_back, "rollback_errors": exc.rollback_errors}),
+    (engine.LockedError, "", None),
+    (NodeFileError, "nodetune: ", failures.path_of),
+)
 
 
 def check_bios(module, state, config):
@@ -397,26 +413,8 @@ def main():
                 module.fail_json(msg="nodetune applied the tuning (%d change(s), journaled) but could not audit the "
                                      "node after it: %s; audit it with playbooks/verify.yml"
                                      % (len(result.get("actions") or []), detail), **result)
-    except audit_mod.WaiverError as exc:
-        module.fail_json(msg="nodetune refused the verify waivers, nothing was written: %s" % exc)
-    except bios_mod.BiosConfigError as exc:
-        module.fail_json(msg="nodetune refused the BIOS-level or health check variables, nothing was written: "
-                         + "; ".join(exc.errors),
-                         errors=exc.errors)
-    except engine.JournalError as exc:
-        module.fail_json(msg="nodetune refused the node's journal: " + "; ".join(exc.errors), errors=exc.errors)
-    except SettingError as exc:
-        module.fail_json(msg="nodetune refused the settings, nothing was written: " + "; ".join(exc.errors),
-                         errors=exc.errors)
-    except LayoutError as exc:
-        module.fail_json(msg="nodetune could not plan this node, nothing was written: %s" % exc)
-    except engine.ApplyError as exc:
-        module.fail_json(msg=str(exc), setting=exc.setting.uid if exc.setting else None,
-                         rolled_back=exc.rolled_back, rollback_errors=exc.rollback_errors)
-    except engine.LockedError as exc:
-        module.fail_json(msg=str(exc))
-    except NodeFileError as exc:
-        module.fail_json(msg="nodetune: %s" % exc, path=exc.path)
+    except Exception as exc:  # the refusals REFUSALS names; failure() raises any other again
+        module.fail_json(**failures.failure(exc, REFUSALS))
 
     textfile_diff = (result.get("verify") or {}).pop("diff", None)
     if textfile_diff:  # a report file nodetune writes on the node: part of what this call changed

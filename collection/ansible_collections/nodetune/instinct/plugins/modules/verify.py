@@ -231,10 +231,20 @@ bytecode_cache.install()  # first: the imports below then load from the node's b
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import audit as audit_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils import failures
 from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError
 from ansible_collections.nodetune.instinct.plugins.module_utils.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
 from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
+
+
+# What the task says for each refusal (failures.py); the bios/health variable errors are SettingErrors too.
+REFUSALS = (
+    (SettingError, "nodetune verify: invalid variables: ", failures.errors_of),
+    (audit_mod.WaiverError, "nodetune verify: ", None),
+    (LayoutError, "nodetune verify could not plan this node: ", None),
+    (NodeFileError, "nodetune verify: ", failures.path_of),
+)
 
 
 def main():
@@ -272,14 +282,8 @@ def main():
                                  node_name=params["node_name"], textfile_path=params["textfile_path"],
                                  check_mode=module.check_mode, warn=module.warn,
                                  findings_format=params["findings_format"])
-    except SettingError as exc:  # the bios/health variable errors are SettingErrors too
-        module.fail_json(msg="nodetune verify: invalid variables: " + "; ".join(exc.errors), errors=exc.errors)
-    except audit_mod.WaiverError as exc:
-        module.fail_json(msg="nodetune verify: %s" % exc)
-    except LayoutError as exc:
-        module.fail_json(msg="nodetune verify could not plan this node: %s" % exc)
-    except NodeFileError as exc:
-        module.fail_json(msg="nodetune verify: %s" % exc, path=exc.path)
+    except Exception as exc:  # the refusals REFUSALS names; failure() raises any other again
+        module.fail_json(**failures.failure(exc, REFUSALS))
     for warning in state.context.warnings:
         module.warn(warning)
     if not module._diff:
