@@ -139,7 +139,8 @@ def measure(roots: list[tuple[str, Path]], rounds: int) -> list[dict]:
 BREAKDOWN_CHILD = r"""
 import gc, json, sys, time
 t0 = time.perf_counter()
-from ansible_collections.nodetune.instinct.plugins.module_utils import discover_irq, topology
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover import irq as discover_irq
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover import topology
 from nodetune.commands.discover import encode_json
 t1 = time.perf_counter()
 GROUPS = {"read_irqs": "irqs", "read_pci_devices": "pci", "read_cpu_lists": "cpus", "read_numa_nodes": "cpus",
@@ -173,7 +174,7 @@ print(json.dumps(out))
 # the profile Ansible's controller gives), with node.load's discovery timed; writes one JSON object to argv[2].
 NOOP_CHILD = r"""
 import contextlib, io, json, resource, sys, time
-from ansible_collections.nodetune.instinct.plugins.module_utils import node
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 spent = {"discover_cpu_s": 0.0, "discoveries": 0}
 discover = node.discover
 def timed(*args, **kwargs):
@@ -223,7 +224,7 @@ def module_args(root: Path) -> dict:
     """The tune module's arguments as the tune action gives them on a lab node in site.yml: every enabled area
     with its declared defaults under the lab's group_vars, the BIOS-level checks, and the verify audit."""
     import yaml
-    from ansible_collections.nodetune.instinct.plugins.module_utils import areas as declaration
+    from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as declaration
 
     values: dict = {}
     for role in (*declaration.AREAS, declaration.BIOS_ROLE, "verify"):

@@ -110,9 +110,9 @@ class FleetResults(Mapping[str, Any]):
 
 def _lab_layout() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The lab MI300X node's topology, layout and inventory facts (what its verify report carries)."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
-    from ansible_collections.nodetune.instinct.plugins.module_utils.node_check import read_facts
-    from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.node_check import read_facts
+    from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
     from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
     with tempfile.TemporaryDirectory(prefix="nodetune-bench-lab-") as folder:
@@ -132,8 +132,8 @@ def write_report_files(nodes: int, folder: Path, facts: dict[str, Any]) -> list[
     write them (report_files.write_report, plugin_utils/fleet_reports.failure_record); returns the folders. The text
     of each kind of node (clean, drifted, a GPU fewer; per slice) is encoded once and its node name put in per file:
     what is measured is the reading, not this."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import node_report, report_file_name
     from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
-    from ansible_collections.nodetune.instinct.plugins.module_utils.report import node_report, report_file_name
     from ansible_collections.nodetune.instinct.plugins.plugin_utils import fleet_reports
     from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import with_checks
 
@@ -186,7 +186,7 @@ def files_child(nodes: int, sources: list[str]) -> dict[str, Any]:
 
 def child(nodes: int, layout_file: str) -> dict[str, Any]:
     """One fleet size, in this process: seconds per writer and the peak resident memory."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils import report
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import report
 
     from nodetune import picture
 

@@ -34,7 +34,7 @@ import _common  # noqa: E402
 REPO = _common.REPO
 _common.use_repository_code()
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan  # noqa: E402
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan  # noqa: E402
 
 from tests.unit import topogen  # noqa: E402
 
@@ -68,7 +68,7 @@ def pcp_node() -> dict | None:
     """The 1,152-CPU host: its real /proc/interrupts rows on a node shaped 8 x 72 cores x 2 threads."""
     if not PCP_CAPTURE.is_file():
         return None
-    from ansible_collections.nodetune.instinct.plugins.module_utils.discover_irq import parse_interrupts
+    from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import parse_interrupts
 
     _, rows = parse_interrupts(bz2.decompress(PCP_CAPTURE.read_bytes()).decode("utf-8", "replace"))
     topo = generated(1152, 8, 16, 0, 0, 0, 0)
@@ -100,7 +100,7 @@ def lab_mi300x() -> tuple[str, dict] | None:
     if not specs:
         return None
     try:
-        from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+        from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
         from ansible_collections.nodetune.lab.plugins.module_utils import simnode
     except ImportError:
         return None

@@ -554,7 +554,7 @@ def _check_arguments(limit: str | None, forks: int | None, extra_vars: Mapping[s
     for what, value in (("tags", tags), ("skip_tags", skip_tags)):
         if value is not None and (isinstance(value, str) or not all(isinstance(t, str) and t for t in value)):
             raise ValueError(f"{what} must be a list of tag names, got {value!r}")
-    from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+    from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 
     # A misspelt variable would be kept as another one (the real one keeps its default) and an unknown tag would
     # make the run a no-op that passes: refused before anything runs.
@@ -902,7 +902,7 @@ def _absorb(node: NodeResult, action: str, res: Mapping[str, Any]) -> str | None
 def _absorb_learned(nodes: Mapping[str, NodeResult], res: Mapping[str, Any]) -> None:
     """The fleet report's ``learned_findings``: a node that differs from its group's majority where nothing is
     declared gets the ``inventory.<key>`` drift finding in its findings, report and summary (docs/verify.md)."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.outliers import with_learned
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.outliers import with_learned
 
     learned = res.get("learned_findings")
     for host, findings in (learned.items() if isinstance(learned, Mapping) else ()):

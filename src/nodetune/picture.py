@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import outliers as outliers_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import smt_sibling_groups
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import outliers as outliers_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import smt_sibling_groups
 
 # Okabe-Ito-like, without the orange of the NIC IRQ marker.
 # Neighbouring ranks share a NUMA node, so consecutive colours differ most.
@@ -573,7 +573,7 @@ MAP_MAX_NODES = 60
 @dataclass(frozen=True)
 class NodeDrift:
     """One node's verify outcome, as the drift page needs it (built from nodetune.api's NodeResult): its findings,
-    or only their ``groups`` (module_utils/finding.py ``group_findings``), which is all the page shows."""
+    or only their ``groups`` (module_utils/audit/finding.py ``group_findings``), which is all the page shows."""
 
     host: str
     status: str
@@ -582,7 +582,7 @@ class NodeDrift:
     groups: Sequence[Mapping[str, Any]] | None = None
 
     def drift_groups(self) -> list[Mapping[str, Any]]:
-        from ansible_collections.nodetune.instinct.plugins.module_utils.finding import group_findings
+        from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import group_findings
 
         groups = self.groups if self.groups is not None else group_findings([dict(f) for f in self.findings])
         return [g for g in groups if g.get("status") == "drift"]
@@ -591,7 +591,7 @@ class NodeDrift:
 def drift_records(result: Any) -> list[NodeDrift]:
     """NodeDrift records from a ``nodetune.verify()`` RunResult: each node's findings grouped per check id (the
     per-value findings are not kept: a fleet's would not fit)."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.finding import group_findings
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import group_findings
 
     out = []
     for node in result.nodes.values():
@@ -727,7 +727,7 @@ def drift_section(nodes: Sequence[NodeDrift]) -> str:
 
 
 def outlier_records(result: Any, groups: Mapping[str, list[str]] | None = None) -> list[dict[str, Any]]:
-    """The fleet's outliers (module_utils/outliers.py) from a ``nodetune.verify()`` RunResult's node reports;
+    """The fleet's outliers (module_utils/audit/outliers.py) from a ``nodetune.verify()`` RunResult's node reports;
     without ``groups`` (host -> group names) the whole fleet is one peer group."""
     reports = {node.host: {"report": node.report} for node in result.nodes.values() if node.report}
     return outliers_mod.fleet_outliers(reports, dict(groups or {}))

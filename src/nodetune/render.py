@@ -24,8 +24,8 @@ MAX_DIFF_LINES = 200
 
 def compress_targets(targets: Iterable[str]) -> str:
     """``cpu0, cpu1, cpu2, cpu7`` -> ``cpu0-2,7``; ``cpu1/C2, cpu2/C2`` -> ``cpu1-2/C2``; others listed (the
-    reports' own compaction, module_utils/finding.py)."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.finding import compact_targets
+    reports' own compaction, module_utils/audit/finding.py)."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import compact_targets
 
     return compact_targets(targets)
 
@@ -295,7 +295,7 @@ def _ranges(numbers: list[int]) -> list[tuple[int, int]]:
 
 
 def _status_of(finding: Finding) -> str:
-    """``pending`` for an IRQ that is right but not yet moved (ok, noted by verify: module_utils/verify.py)."""
+    """``pending`` for an IRQ that is right but not yet moved (ok, noted by verify: module_utils/audit/verify.py)."""
     if finding.status == "ok" and "(pending:" in str(finding.actual):
         return "pending"
     return finding.status
@@ -383,7 +383,7 @@ def _print_finding_table(console: Any, title: str, rows: list[tuple[str, str, in
     console.print(table)
 
 
-# verify's usual remedy (module_utils/verify.py, REMEDY; tests/integration/test_cli.py holds the two together)
+# verify's usual remedy (module_utils/audit/verify.py, REMEDY; tests/integration/test_cli.py holds the two together)
 _APPLY_REMEDY = re.compile(r"run the nodetune apply \(site\.yml or playbooks/apply\.yml, --tags ([\w,]+)\) "
                            r"to restore it")
 

@@ -188,7 +188,7 @@ def test_full_size_node_untuned_drifts_apply_counts_tuned_is_clean(big_node: Pat
     # sized for fleets: a JUnit testcase per check id, a Prometheus series count independent of CPUs and IRQs
     from xml.etree import ElementTree
 
-    from ansible_collections.nodetune.instinct.plugins.module_utils import report as report_mod
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import report as report_mod
 
     ids = {f["id"] for f in report["findings"]}
     suite = ElementTree.fromstring((reports / "junit.xml").read_text()).find("testsuite")

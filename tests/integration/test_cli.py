@@ -313,7 +313,7 @@ def finding(check: str, target: str, expected: Any, actual: Any, status: str, se
 def full_size_findings(cpus: int = 384, irqs: int = 450) -> list[Any]:
     """An untuned full-size node's audit as verify reports it: hundreds of findings per check id, an affinity per
     IRQ (setting and effective), and the few checks that matter among them (bios.iommu, ib.mtu, a sysctl)."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.verify import PENDING, REMEDY
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import PENDING, REMEDY
 
     half = cpus // 2
     findings = [finding("smt.siblings_offline", f"cpu{n}", "0", "1", "drift", "high", REMEDY % "smt")
@@ -440,7 +440,7 @@ def test_verify_all_lists_every_value_and_target(capsys: pytest.CaptureFixture[s
 
 
 def test_the_short_remedy_matches_verifys_remedy() -> None:
-    from ansible_collections.nodetune.instinct.plugins.module_utils.verify import REMEDY
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import REMEDY
 
     from nodetune.render import short_remedy
 

@@ -100,7 +100,7 @@ def test_built_collection_installs_and_runs_site_from_an_empty_collections_path(
                      "plugins/action/tune.py", "plugins/filter/layout_filters.py", "plugins/filter/cpulist.yml",
                      "plugins/module_utils/rootfs.py", "roles/tune/tasks/main.yml",
                      "roles/nvme/meta/argument_specs.yml", "roles/verify/tasks/main.yml", "playbooks/site.yml",
-                     "playbooks/apply.yml", "meta/runtime.yml", "plugins/module_utils/areas.py",
+                     "playbooks/apply.yml", "meta/runtime.yml", "plugins/module_utils/areas/declarations.py",
                      "plugins/plugin_utils/role_variables.py", "docs/topology.md", "docs/layout.md", "LICENSE"):
         assert required in names, f"{required} is not in {tarball.name}"
     assert not any("tests/output" in n or "__pycache__" in n for n in names)

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
-from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from nodetune import picture

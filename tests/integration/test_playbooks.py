@@ -93,7 +93,7 @@ def test_the_area_tags_are_listed_and_their_task_is_left_out_of_a_run(tmp_path: 
     """Issue 25 item 10: the meta noop that carries the area tags printed an empty task header once per host in
     every run (ansible-core's linear strategy runs a noop for each host). Tagged never, a run without --tags leaves
     it out (--list-tasks lists what would run) while --list-tags still lists every area's tag."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+    from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 
     hosts = {f"node{n}": {"nodetune_root": str(tmp_path / f"node{n}")} for n in (1, 2)}
     inventory = write_inventory(tmp_path, hosts)

@@ -129,7 +129,7 @@ def run_inside(leader: int, code: str) -> dict:
 
 COMMON = """
 import json, os, subprocess
-from ansible_collections.nodetune.instinct.plugins.module_utils import services
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import services
 
 def run(argv):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
@@ -164,10 +164,12 @@ def test_the_restore_unit_is_installed_runs_and_is_reverted(container: int) -> N
     """The persist area's Settings applied with the real systemd: the unit enabled after its file, started (the
     program re-applies its entry with the node's #! Python), then the revert leaves no link, unit or journal."""
     seen = run_inside(container, COMMON + """
-from ansible_collections.nodetune.instinct.plugins.module_utils import area_persist, engine, interpreter
-from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting
 
 root = Root("/")
 os.makedirs("/run/nodetune-probe")
@@ -209,10 +211,11 @@ def test_the_irq_repin_timer_is_started_runs_and_is_reverted(container: int) -> 
     its oneshot runs the program with --irqs (a vector not created yet is pending: exit 0, no output), a second
     apply changes nothing, and the revert stops and removes the timer."""
     seen = run_inside(container, COMMON + """
-from ansible_collections.nodetune.instinct.plugins.module_utils import area_persist, engine
-from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting
 
 root = Root("/")
 bdf = sorted(os.listdir("/sys/bus/pci/devices"))[0]  # a device that is there, with no such vector (yet)

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas as declaration
-from ansible_collections.nodetune.instinct.plugins.module_utils import engine
-from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as declaration
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.tuning import AREAS, desired_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
-from ansible_collections.nodetune.instinct.plugins.module_utils.tuning import AREAS, desired_settings
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 
@@ -110,7 +110,7 @@ def context(node: Path, topology: dict | None = None, layout: dict | None = None
 
 
 # ------------------------------------------------------------------------------------------ the roles' defaults
-AREA_ROLES = set(declaration.AREAS)  # areas.py is the only list of areas (issue 29 item 1)
+AREA_ROLES = set(declaration.AREAS)  # areas/declarations.py is the only list of areas (issue 29 item 1)
 
 
 def areas_from_roles(overrides: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
@@ -392,7 +392,7 @@ def test_a_cpu_that_cannot_go_offline_is_refused(node: Path) -> None:
 
 
 def test_garbage_cpulists_in_the_layout_policy_are_refused() -> None:
-    from ansible_collections.nodetune.instinct.plugins.module_utils.layout import PolicyError, validate_policy
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import PolicyError, validate_policy
 
     for bad in ("0-", "3-1", "a,b", "0;reboot"):
         with pytest.raises(PolicyError, match="housekeeping"):
@@ -403,7 +403,7 @@ def test_garbage_cpulists_in_the_layout_policy_are_refused() -> None:
 
 def test_a_path_outside_the_root_stays_inside_it(node: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Even a Setting built with '..' (no role variable can produce one) is written inside the root."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.setting import FILE, Setting
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import FILE, Setting
 
     outside = tmp_path_factory.mktemp("outside")
     before = tree_digest(outside)

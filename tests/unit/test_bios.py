@@ -1,4 +1,4 @@
-"""BIOS-level checks (module_utils/bios.py) on hand-made node trees read by the real discovery.
+"""BIOS-level checks (module_utils/audit/bios.py) on hand-made node trees read by the real discovery.
 
 Each tree states its own truth (a link trained at x8, a BAR below 4 GiB, the kernel command line); the tests check
 the findings against that truth and against DOMAIN.md's platform rules.
@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import bios
-from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import bios
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 
 from tests import realdata
 from tests.unit.hwtree import Tree
@@ -317,7 +317,8 @@ def test_real_epyc_7451_capture_is_nps4() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ ACS (issue 24.9)
-# health.pcie_acs (module_utils/stability.py) on simulated nodes: with the IOMMU on the kernel sets ACS SV/RR/CR/UF
+# health.pcie_acs (module_utils/audit/stability.py) on simulated nodes: with the IOMMU on the kernel sets ACS
+# SV/RR/CR/UF
 # on every root and switch downstream port at boot (drivers/pci/pci.c pci_std_enable_acs()); only RR/CR/EC redirect
 # peer traffic, and pci=disable_acs_redir= clears exactly those.
 GENOA_PORTS = "pci:1022:14ab;pci:1000:c030"  # the simulated EPYC 9654 root ports and PEX switch ports
@@ -336,7 +337,7 @@ def acs_node(tmp_path: Path, cmdline: str = "ro iommu=pt pci=realloc=off", iommu
 
 def acs_ports(root: Path, bdf: str) -> dict[str, int]:
     """The ACS control register of every port above ``bdf`` (switch downstream port, root port)."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils import stability
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import stability
 
     real = (root / "sys/bus/pci/devices" / bdf).resolve()
     ports = [p for p in real.parents if (p / "config").is_file() and len((p / "config").read_bytes()) == 4096]
@@ -344,7 +345,7 @@ def acs_ports(root: Path, bdf: str) -> dict[str, int]:
 
 
 def acs_findings(root: Path) -> dict[str, object]:
-    from ansible_collections.nodetune.instinct.plugins.module_utils import health
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import health
     from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 
     found = health.check(Root(str(root)), discover(str(root)), {"nodetune_health_checks": ["pcie_acs"]})

@@ -160,12 +160,13 @@ def test_the_real_module_payloads_use_the_cache_and_only_a_tune_run_writes_it(tm
     assert not folder.exists()  # switched off, read-only modules and check mode: nothing written
     assert not run("tune").get("failed")
     names = sorted(p.name for p in folder.iterdir())
-    assert any(n.startswith("ansible_collections.nodetune.instinct.plugins.module_utils.topology.py.") for n in names)
+    topology_entry = "ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology.py."
+    assert any(n.startswith(topology_entry) for n in names)
     assert all(re.fullmatch(r"[\w.]+\.py\.[0-9a-f]{40}\.[\w-]+\.pyc", n) for n in names), names
     assert run("facts")["ansible_facts"] == facts["ansible_facts"]
     assert not run("tune").get("failed")
     assert sorted(p.name for p in folder.iterdir()) == names  # all hits: nothing new written
-    (topology,) = folder.glob("ansible_collections.nodetune.instinct.plugins.module_utils.topology.py.*")
+    (topology,) = folder.glob(topology_entry + "*")
     plant(topology, "raise RuntimeError('served from the cache')")
     assert "served from the cache" in json.dumps(run("facts"))  # the read-only module loads the tune run's entries
     topology.chmod(0o664)  # not trusted any more: compiled from the payload again

@@ -1,4 +1,4 @@
-"""The bounded diff of a tune run (module_utils/diff_view.py) and revert's plan (issue 25 items 3 and 8).
+"""The bounded diff of a tune run (module_utils/apply/diff_view.py) and revert's plan (issue 25 items 3 and 8).
 
 `site.yml --check --diff` printed 9,536 lines for the two lab nodes (one line per value, nodetune's own files whole)
 and `revert.yml --check --diff` printed no diff at all. The diff is now grouped and cut at 200 rendered lines per
@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import diff_view, engine, node
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import diff_view, engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_engine import tree_digest

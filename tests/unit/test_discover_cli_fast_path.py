@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 
 from nodetune.cli import _plain_discover, build_parser, main
 from nodetune.commands.discover import encode_json

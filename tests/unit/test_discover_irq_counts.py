@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import node, topology
-from ansible_collections.nodetune.instinct.plugins.module_utils.discover_irq import parse_interrupts
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover import topology
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import parse_interrupts
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_verify_module import AREAS, SPEC

@@ -8,9 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import engine
-from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import InvalidValueError, Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import (
     CHOICE,
     FILE,
     INT,
@@ -19,6 +18,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.setting import (
     Setting,
     SettingError,
 )
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import InvalidValueError, Root
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 
 
@@ -168,7 +168,7 @@ def test_service_settings_on_a_simulated_service_manager(node: Path) -> None:
 def test_a_unit_is_enabled_after_its_file_is_written(node: Path) -> None:
     """The enable names the unit file in ``after``: written first although "nodetune-restore.service" sorts before
     "unit" (the first real apply enabled first, systemctl said the unit does not exist, and all rolled back)."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.area_persist import (
+    from ansible_collections.nodetune.instinct.plugins.module_utils.areas.persist import (
         UNIT,
         UNIT_FILE,
         UNIT_TEXT,

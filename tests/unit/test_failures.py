@@ -4,10 +4,12 @@ message and result fields as the tasks have always said them."""
 from __future__ import annotations
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import bios, engine, failures
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError, PolicyError
+from ansible_collections.nodetune.instinct.plugins.module_utils import failures
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import bios
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import LayoutError, PolicyError
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, NotFoundError
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
 from ansible_collections.nodetune.instinct.plugins.modules import tune, verify
 
 

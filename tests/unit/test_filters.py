@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.nodetune.instinct.plugins.filter import layout_filters as lf
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

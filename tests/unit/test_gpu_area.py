@@ -13,16 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import engine, node_check, rootfs
-from ansible_collections.nodetune.instinct.plugins.module_utils.node import load
+from ansible_collections.nodetune.instinct.plugins.module_utils import rootfs
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import setting_findings
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     OD_SCLK_SECTIONS,
     clock_levels,
     od_clock_command,
     od_range,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
-from ansible_collections.nodetune.instinct.plugins.module_utils.verify import setting_findings
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 
 from tests.unit.test_simnode import small_spec, tree_digest
@@ -345,7 +347,7 @@ def test_nodetune_check_expects_the_gpu_settings_apply_wrote(tmp_path: Path) -> 
 
 
 def test_the_health_checks_of_the_level_and_cap_are_the_gpu_areas_where_it_sets_them(tmp_path: Path) -> None:
-    from ansible_collections.nodetune.instinct.plugins.module_utils import stability
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import stability
 
     root = mi300x(tmp_path)
     areas = {"gpu": {"nodetune_gpu_perf_determinism": True, "nodetune_gpu_power_cap_w": 700}}

@@ -1,4 +1,4 @@
-"""Health findings (module_utils/health.py): hwmon units, thresholds, xGMI link state, IB ports, NVMe links."""
+"""Health findings (module_utils/audit/health.py): hwmon units, thresholds, xGMI link state, IB ports, NVMe links."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import struct
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import health
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import health
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
 from ansible_collections.nodetune.lab.plugins.module_utils import simmetrics, simnode
 
 from tests import realdata

@@ -12,15 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import (
-    area_persist,
-    engine,
-    interpreter,
-    inventory,
-    node,
-    node_check,
-    rank_bind,
-)
+from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rank_bind
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory, node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 

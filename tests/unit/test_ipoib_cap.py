@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import engine
-from ansible_collections.nodetune.instinct.plugins.module_utils.node import load
-from ansible_collections.nodetune.instinct.plugins.module_utils.verify import setting_findings
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import setting_findings
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_simnode import small_spec
@@ -64,7 +64,7 @@ def test_a_capped_mtu_is_reported_with_its_remedy_and_verified_at_the_effective_
     drift = [f for f in setting_findings(again.root, settings, again.services) if f.status != "ok"]
     assert drift == []
     # the boot restore asks for the requested MTU again, so the interface rises once the SM's group allows it
-    from ansible_collections.nodetune.instinct.plugins.module_utils.area_persist import STATE_FILE
+    from ansible_collections.nodetune.instinct.plugins.module_utils.areas.persist import STATE_FILE
     restore = json.loads((root / (STATE_FILE % "infiniband")).read_text())["settings"]
     assert {e["target"]: e["value"] for e in restore if e["id"] == "ib.mtu"} == {"ib0": "4092", "ib1": "4092"}
 
@@ -73,7 +73,7 @@ def test_the_node_local_checker_expects_the_capped_mtu_from_the_first_apply(tmp_
     """Between the first apply and the next Ansible run a scheduler runs nodetune-check: it must expect the MTU the
     kernel set (2044, the 2K broadcast group minus the 4-byte IPoIB header), not report drift on a node apply just
     tuned; and it still catches the MTU moving away from that."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils import node_check
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
 
     root = capped_node(tmp_path)
     state = load(str(root), AREAS)

@@ -16,8 +16,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import area_irq, engine, node, node_check, verify
-from ansible_collections.nodetune.instinct.plugins.module_utils.discover_irq import parse_interrupts
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import irq as area_irq
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import parse_interrupts
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.lab.plugins.module_utils import simboot, simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
 

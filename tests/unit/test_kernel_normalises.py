@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import area_sysctl, engine, node_check
-from ansible_collections.nodetune.instinct.plugins.module_utils.discover_irq import read_irqs
-from ansible_collections.nodetune.instinct.plugins.module_utils.finding import OK
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
-from ansible_collections.nodetune.instinct.plugins.module_utils.node import load
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import sysctl as area_sysctl
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import OK
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import verify_settings
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import read_irqs
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.verify import verify_settings
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 
 from tests.unit import topogen

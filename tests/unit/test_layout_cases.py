@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
 
 from tests.unit import topogen
 from tests.unit.topogen import GpuSpec, NicSpec, NvmeSpec, Spec

@@ -61,7 +61,7 @@ def test_human_view_has_a_table_per_numa_node(capsys, topology_file):
 
 
 def test_node_rows_read_the_layout(topology_file):
-    from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
 
     layout = plan(json.loads(topology_file.read_text()))
     rows = plan_command.node_rows(layout, layout["numa"][1])

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "inventories" / "lab" / "specs"
@@ -70,7 +70,7 @@ def digest(layout: dict) -> dict:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     try:
-        from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+        from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
         from ansible_collections.nodetune.lab.plugins.module_utils import simnode
     except ImportError as exc:
         pytest.skip(f"the simulated-node generator or discovery is not available yet ({exc})")

@@ -4,7 +4,7 @@ what is valid; topology-dependent mistakes (a CPU that does not exist, too many 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import (
     LayoutError,
     Policy,
     PolicyError,

@@ -10,8 +10,8 @@ import copy
 import json
 import os
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError, plan
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import LayoutError, plan
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

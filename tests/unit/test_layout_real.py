@@ -7,7 +7,7 @@ CPU-less nodes, cpumap-only nodes, SMT sibling numberings, and (knit) real Conne
 from __future__ import annotations
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
 
 from tests import realdata
 
@@ -18,7 +18,7 @@ _topologies: dict[str, dict] = {}
 
 def discovered(name: str) -> dict:
     if name not in _topologies:
-        from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+        from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 
         _topologies[name] = discover(str(realdata.capture_root(name)))
     return _topologies[name]

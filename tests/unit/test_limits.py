@@ -1,6 +1,6 @@
 """The limits area (issue 26 item 2): memlock (and nofile) for login sessions and systemd services.
 
-The readers follow pam_limits and systemd as their sources say (area_limits.py): limits.conf then limits.d by file
+The readers follow pam_limits and systemd as their sources say (areas/limits.py): limits.conf then limits.d by file
 name, the later line of a domain winning, ``-`` for soft and hard; system.conf then the system.conf.d drop-ins by
 name, /etc hiding a vendor file of the same name; a unit's drop-ins after its file. What is in effect comes from the
 manager (``systemctl show``) and the unit's main process (``/proc/<pid>/limits``), never from PID 1's own limits.
@@ -16,11 +16,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import area_limits, engine, health
-from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import SystemdServices
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import limits as area_limits
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import health
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.services import SystemdServices
-from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode, simservices
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
 

@@ -1,8 +1,9 @@
 """An area is its declaration plus its builder (issue 29 item 1).
 
 In a scratch copy of the checkout (collection, roles, playbooks, ansible.cfg), a throw-away area is added the way
-docs/areas.md says: its declaration in areas.py and one builder file, then ``scripts/gen_role_docs.py --root`` writes
-its role, the tune and verify roles' area tags and ``_builders.py``. Nothing else is edited, and the area works end
+docs/areas.md says: its declaration in areas/declarations.py and one builder file, then ``scripts/gen_role_docs.py
+--root`` writes
+its role, the tune and verify roles' area tags and ``areas/builders.py``. Nothing else is edited, and the area works end
 to end through ansible-playbook on a small simulated node: the role alone in check mode with diff (the change shown,
 nothing written), ``playbooks/apply.yml --tags <area>``, the role alone again (a second apply changes nothing),
 ``playbooks/verify.yml --tags <area>`` (its finding ok) and ``playbooks/revert.yml`` (the node as it was).
@@ -38,7 +39,7 @@ DECLARATION = '''
 ROLES['scratch_thp'] = {
     'kind': 'area',
     'order': 65,
-    'builder': 'area_scratch_thp',
+    'builder': 'scratch_thp',
     'setting_area': 'scratch_thp',
     'finding_prefix': 'scratch_thp',
     'check_ids': ['scratch_thp.enabled'],
@@ -70,9 +71,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas
-from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context, unknown_keys, want_str
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import CHOICE, Setting
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context, unknown_keys, want_str
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import CHOICE, Setting
 
 AREA = "scratch_thp"
 PATH = "sys/kernel/mm/transparent_hugepage/enabled"
@@ -108,11 +109,11 @@ def scratch_checkout(dest: Path) -> Path:
 
 def add_area(tree: Path) -> None:
     """The two edits docs/areas.md asks for: the declaration (before AREAS is taken from ROLES) and the builder."""
-    module_utils = tree / COLLECTION / "instinct/plugins/module_utils"
-    source = (module_utils / "areas.py").read_text()
+    area_files = tree / COLLECTION / "instinct/plugins/module_utils/areas"
+    source = (area_files / "declarations.py").read_text()
     anchor = source.index("\nAREAS = tuple(")
-    (module_utils / "areas.py").write_text(source[:anchor] + "\n" + DECLARATION + source[anchor:])
-    (module_utils / "area_scratch_thp.py").write_text(BUILDER)
+    (area_files / "declarations.py").write_text(source[:anchor] + "\n" + DECLARATION + source[anchor:])
+    (area_files / "scratch_thp.py").write_text(BUILDER)
 
 
 def generate(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -155,8 +156,8 @@ def test_a_new_area_is_its_declaration_and_its_builder(tmp_path: Path) -> None:
     for runner in ("tune", "verify"):
         noop = yaml.safe_load((tree / "roles" / runner / "tasks/main.yml").read_text())[0]
         assert noop["ansible.builtin.meta"] == "noop" and "scratch_thp" in noop["tags"] and "never" in noop["tags"]
-    assert '"area_scratch_thp": area_scratch_thp,' in (tree / COLLECTION / "instinct/plugins/module_utils"
-                                                         "/_builders.py").read_text()
+    assert '"scratch_thp": scratch_thp,' in (tree / COLLECTION / "instinct/plugins/module_utils"
+                                               "/areas/builders.py").read_text()
 
     node = tmp_path / "node"
     simnode.build(small_spec(), str(node))

@@ -13,7 +13,7 @@ from xml.etree import ElementTree
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.action.fleet_report import host_groups, inventory_peers
-from ansible_collections.nodetune.instinct.plugins.module_utils import inventory, node_check, outliers, report
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory, node_check, outliers, report
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_verify_module import SPEC
@@ -295,7 +295,8 @@ def test_the_next_apply_writes_the_learned_expectation_and_the_checker_fails(los
     import subprocess
     import sys
 
-    from ansible_collections.nodetune.instinct.plugins.module_utils import engine, node
+    from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 
     from tests.unit.test_verify_module import AREAS
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import discover_cpu, discover_devices, discover_irq
-from ansible_collections.nodetune.instinct.plugins.module_utils.discover_system import shell_assignment
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover import cpu as discover_cpu
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover import devices as discover_devices
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover import irq as discover_irq
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.system import shell_assignment
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
     is_hex,
@@ -202,7 +204,7 @@ def test_discovery_imports_no_regular_expressions() -> None:
     from pathlib import Path
 
     collection = Path(__file__).resolve().parents[2] / "collection"
-    code = ("import sys; from ansible_collections.nodetune.instinct.plugins.module_utils import topology; "
+    code = ("import sys; from ansible_collections.nodetune.instinct.plugins.module_utils.discover import topology; "
             "print(sorted(m for m in ('re', 'enum', 'functools', 'json', 'argparse', 'shlex') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
                             env={"PYTHONPATH": str(collection)})

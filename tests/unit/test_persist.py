@@ -9,8 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import area_persist, areas, engine, node, services
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import CPULIST, Setting
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, services
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import CPULIST, Setting
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_verify_module import AREAS, SPEC
@@ -81,7 +84,8 @@ def test_boot_persistence_off_leaves_out_the_restore_unit_but_not_the_system_fil
 
 
 def test_every_writing_role_passes_the_boot_persistence_toggle() -> None:
-    """Declared once (areas.py) for the area roles, tune and verify; each of their module calls passes it."""
+    """Declared once (areas/declarations.py) for the area roles, tune and verify; each of their module calls passes
+    it."""
     for role in [*areas.AREAS, "tune", "verify"]:
         assert areas.defaults(role)["nodetune_persist_boot"] is True
         tasks = (REPO / "roles" / role / "tasks" / "main.yml").read_text()

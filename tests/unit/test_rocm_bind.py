@@ -22,17 +22,15 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import (
-    areas,
-    engine,
-    interpreter,
-    node,
-    rank_bind,
-    verify,
-)
+from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rank_bind
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import verify
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist, parse_cpulist
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_engine import tree_digest
@@ -128,7 +126,7 @@ def test_apply_once_verify_drift_and_revert_byte_identical(pristine: Path, tmp_p
     state = node.load(str(root), AREAS)
     first = engine.apply(state.root, state.settings)
     assert sorted(a["path"].lstrip("/") for a in first["actions"] if a["id"].startswith("rocm.")) == sorted(FILES)
-    # and the node-local checker with this area's expectations (module_utils/inventory.py)
+    # and the node-local checker with this area's expectations (module_utils/audit/inventory.py)
     assert {a["id"] for a in first["actions"]} == {"rocm.env", "rocm.ranks", "rocm.bind", "check.expected",
                                                   "check.program"}
     assert stat.S_IMODE((root / LAUNCHER).stat().st_mode) == 0o755
@@ -502,9 +500,9 @@ def test_rocr_visible_devices_is_read_as_rocr_reads_it(value: str, expected: lis
 def test_a_cpx_partitions_uuid_names_no_gpu_on_the_real_capture() -> None:
     """The real MI300X CPX capture (ROCm k8s-device-plugin testdata): KFD gives each of a GPU's partitions the
     GPU's unique_id, so ROCr finds several GPUs for its UUID and ends the list there; indexes still work."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
-    from ansible_collections.nodetune.instinct.plugins.module_utils.area_rocm_env import rocr_devices
-    from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+    from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
+    from ansible_collections.nodetune.instinct.plugins.module_utils.areas.rocm_env import rocr_devices
+    from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 
     from tests import realdata
 
@@ -605,7 +603,7 @@ def test_each_memory_policy_reaches_the_process_through_the_real_numactl(tmp_pat
     for policy in (None, "preferred", "interleave", "none"):
         args = ["--memory-policy", policy] if policy else []
         result = subprocess.run([sys.executable, str(REPO / "collection/ansible_collections/nodetune/instinct/plugins"
-                                                     "/module_utils/rank_bind.py"), "--table", str(table), *args,
+                                                     "/module_utils/areas/rank_bind.py"), "--table", str(table), *args,
                                  "--", sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                                 env={"LOCAL_RANK": "0", "PATH": os.path.dirname(numactl)}, check=False)
         assert result.returncode == 0, result.stderr

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas, rocm_catalog
-from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rocm_catalog
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.tuning import desired_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
-from ansible_collections.nodetune.instinct.plugins.module_utils.tuning import desired_settings
 
 DEFAULTS = {name: areas.defaults("rocm_env")[name] for name in areas.area_variables("rocm_env")}
 REAL = [

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas, rank_bind
-from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import plan
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rank_bind
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.tuning import desired_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.tuning import desired_settings
 
 from tests.unit import topogen
 from tests.unit.topogen import GpuSpec, NicSpec, Spec

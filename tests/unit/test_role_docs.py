@@ -1,4 +1,5 @@
-"""Every role and variable is declared once (module_utils/areas.py): each role's defaults, argument spec, README
+"""Every role and variable is declared once (module_utils/areas/declarations.py): each role's defaults, argument spec,
+README
 and (area roles, bios_check) task are generated from it, and the builders and action plugins read the same."""
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import _builders, areas, check_ids, tuning
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import builders as _builders
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import check_ids
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import tuning
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -29,7 +33,8 @@ def test_generated_files_are_up_to_date(role: Path) -> None:
     for path, text in gen_role_docs.generated_files(role).items():
         assert path.is_file(), f"{path} is missing: run python scripts/gen_role_docs.py"
         assert path.read_text() == text, (
-            f"{path.relative_to(REPO)} differs from plugins/module_utils/areas.py: run python scripts/gen_role_docs.py")
+            f"{path.relative_to(REPO)} differs from plugins/module_utils/areas/declarations.py: "
+            "run python scripts/gen_role_docs.py")
 
 
 def test_the_generator_check_mode_catches_a_stale_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,17 +52,18 @@ def test_the_generator_check_mode_catches_a_stale_file(tmp_path: Path, monkeypat
 
 
 def test_the_collection_files_are_up_to_date() -> None:
-    """_builders.py: the static imports of every declared builder (Ansible ships only those in a payload)."""
+    """areas/builders.py: the static imports of every declared builder (Ansible ships only those in a payload)."""
     for path, text in gen_role_docs.collection_files().items():
         assert path.is_file() and path.read_text() == text, (
-            f"{path.relative_to(REPO)} differs from plugins/module_utils/areas.py: run python scripts/gen_role_docs.py")
+            f"{path.relative_to(REPO)} differs from plugins/module_utils/areas/declarations.py: "
+            "run python scripts/gen_role_docs.py")
 
 
 def test_each_area_runs_the_builder_its_declaration_names() -> None:
     assert [name for name, _ in tuning.BUILDERS] == list(areas.AREAS)
     for name, build in tuning.BUILDERS:
         module = areas.ROLES[name]["builder"]
-        assert _builders.MODULES[module].__name__.endswith(".module_utils." + module)
+        assert _builders.MODULES[module].__name__.endswith(".module_utils.areas." + module)
         assert build is _builders.MODULES[module].build
 
 
@@ -133,7 +139,8 @@ def test_each_area_declares_its_own_check_ids() -> None:
             assert check_id not in seen, (check_id, name, seen.get(check_id))
             seen[check_id] = name
         assert set(declared.get("steps") or []) <= set(declared["check_ids"]), name
-    source = (REPO / "collection/ansible_collections/nodetune/instinct/plugins/module_utils/check_ids.py").read_text()
+    source = (REPO / "collection/ansible_collections/nodetune/instinct/plugins/module_utils/audit"
+              / "check_ids.py").read_text()
     for check_id in seen:
         assert f'"{check_id}"' not in source, check_id
 
@@ -170,7 +177,7 @@ def test_every_area_declares_what_it_is() -> None:
     for name in areas.AREAS:
         declared = areas.ROLES[name]
         assert declared["severity"] in ("low", "medium", "high")
-        assert declared["builder"].startswith("area_") and declared["finding_prefix"]
+        assert declared["builder"] in _builders.MODULES and declared["finding_prefix"]
         assert isinstance(declared["check_ids"], list) and declared["setting_area"]
         assert areas.enabled_variable(name) in declared["variables"]
         for var, option in declared["variables"].items():
@@ -192,8 +199,9 @@ def test_the_declared_apply_order_keeps_the_documented_dependencies() -> None:
 
 @pytest.mark.parametrize("module", ["nodetune.instinct.tune", "nodetune.instinct.verify"])
 def test_every_declared_builder_is_in_the_module_payload(module: str) -> None:
-    """tuning.py takes the builders from _builders.py's static imports, which Ansible follows into the payload."""
+    """tuning.py takes the builders from areas/builders.py's static imports, which Ansible follows into the payload."""
     from tests.unit.test_rootfs_backend import payload_files
 
-    shipped = {name.rsplit("/", 1)[-1] for name in payload_files(module) if "/instinct/plugins/module_utils/" in name}
-    assert {areas.ROLES[name]["builder"] + ".py" for name in areas.AREAS} | {"_builders.py"} <= shipped
+    shipped = {name.split("/instinct/plugins/module_utils/", 1)[1] for name in payload_files(module)
+               if "/instinct/plugins/module_utils/" in name}
+    assert {"areas/" + areas.ROLES[name]["builder"] + ".py" for name in areas.AREAS} | {"areas/builders.py"} <= shipped

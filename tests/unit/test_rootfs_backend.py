@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import rootfs, services
+from ansible_collections.nodetune.instinct.plugins.module_utils import rootfs
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import services
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.lab_backend import module_for
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
@@ -71,7 +72,7 @@ def test_lab_payload_runs_the_production_module_with_the_simulated_kernel() -> N
     files = payload_files("nodetune.lab.tune")
     names = {name.replace("ansible_collections/nodetune/", "") for name in files}
     assert {"lab/plugins/module_utils/simkernel.py", "lab/plugins/module_utils/simservices.py",
-            "lab/plugins/module_utils/production/tune.py", "instinct/plugins/module_utils/engine.py"} <= names
+            "lab/plugins/module_utils/production/tune.py", "instinct/plugins/module_utils/apply/engine.py"} <= names
     production = files["ansible_collections/nodetune/lab/plugins/module_utils/production/tune.py"]
     source = REPO / "collection/ansible_collections/nodetune/instinct/plugins/modules/tune.py"
     assert production == source.read_bytes()

@@ -30,13 +30,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import audit, engine, node, rootfs, verify
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import TAGS as AREA_TAGS
-from ansible_collections.nodetune.instinct.plugins.module_utils.bios import BiosConfigError
-from ansible_collections.nodetune.instinct.plugins.module_utils.finding import WaiverError
+from ansible_collections.nodetune.instinct.plugins.module_utils import rootfs
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.declarations import TAGS as AREA_TAGS
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import audit, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.bios import BiosConfigError
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import WaiverError
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpulist, parse_cpumask
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting, SettingError
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import InvalidValueError, NodeFileError, Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting, SettingError
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 from hypothesis import given, settings
@@ -286,7 +289,7 @@ EXPECTED["bad inputs refused before any write"] = len(BAD_INPUTS)
 
 def test_a_waiver_expires_on_a_date_written_one_way() -> None:
     """Issue 23 item 6: the error names the waiver, the key and the value; a YAML date is taken as it is."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.finding import (
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import (
         Finding,
         apply_waivers,
         validate_waivers,
@@ -1066,7 +1069,7 @@ def test_catalogue_figures(record_testsuite_property: Callable[[str, Any], None]
 def test_every_check_id_the_code_builds_is_one_a_waiver_may_name() -> None:
     import re
 
-    from ansible_collections.nodetune.instinct.plugins.module_utils import check_ids
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import check_ids
 
     source = Path(check_ids.__file__).parent
     built = set()

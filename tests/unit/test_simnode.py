@@ -259,7 +259,7 @@ def test_lstopo_reads_gpu_link_speed_from_config_space(lab, name, gbps):
 # ------------------------------------------------------------------------------------------------ discovery agrees
 @pytest.mark.parametrize("name", LAB)
 def test_discover_finds_what_the_spec_describes(lab, name):
-    topology = pytest.importorskip("ansible_collections.nodetune.instinct.plugins.module_utils.topology")
+    topology = pytest.importorskip("ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology")
     root, _ = lab[name]
     spec = raw_spec(name)
     expected = layout(spec)

@@ -18,15 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import area_slurm, engine, layout, node_check
-from ansible_collections.nodetune.instinct.plugins.module_utils.area_common import Context
-from ansible_collections.nodetune.instinct.plugins.module_utils.finding import DRIFT, OK
-from ansible_collections.nodetune.instinct.plugins.module_utils.node import load
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import slurm as area_slurm
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import DRIFT, OK
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import verify_settings
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpulist, parse_key_value
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import layout
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
-from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
-from ansible_collections.nodetune.instinct.plugins.module_utils.verify import verify_settings
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests import realdata

@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import health
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import health
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_verify_module import SPEC
@@ -192,7 +192,7 @@ def test_each_spec_fault_breaks_its_check(tmp_path: Path, faults: dict, broken: 
 
 
 def test_partition_faults_break_the_inventory(tmp_path: Path) -> None:
-    from ansible_collections.nodetune.instinct.plugins.module_utils import node_check
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
 
     dest = tmp_path / "node"
     simnode.build(dict(SPEC, faults={"compute_partition": "CPX", "memory_partition": "NPS4"}), str(dest))

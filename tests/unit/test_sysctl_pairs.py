@@ -13,9 +13,11 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils import engine, node, verify
-from ansible_collections.nodetune.instinct.plugins.module_utils.finding import OK
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import Setting
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import verify
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import OK
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.unit.test_simnode import small_spec

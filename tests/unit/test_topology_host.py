@@ -14,7 +14,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.topology import ABSENT_NAMES, discover
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import ABSENT_NAMES, discover
 
 
 @pytest.fixture(scope="module")

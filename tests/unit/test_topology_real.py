@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.topology import ABSENT_NAMES, discover
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import ABSENT_NAMES, discover
 
 from tests import realdata
 
@@ -288,7 +288,7 @@ def test_nto_irq_owners_come_from_the_chip_bdf() -> None:
 
 
 def test_pcp_interrupts_with_1152_cpu_columns() -> None:
-    from ansible_collections.nodetune.instinct.plugins.module_utils.discover_irq import parse_interrupts
+    from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import parse_interrupts
 
     text = realdata.read_bz2_text(realdata.PCP_INTERRUPTS)
     cpu_ids, rows = parse_interrupts(text)

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 
 import pytest
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import RootError
-from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
 
 GPU = "0000:05:00.0"
 GPU2 = "0000:27:00.0"
@@ -460,7 +460,7 @@ def test_old_kernels_mask_only_siblings_and_no_global_online(tmp_path: Path) -> 
 def test_pci_attributes_are_read_in_one_batch_per_attribute_set(node: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Devices holding the same attribute files are read together (one shared directory opened, each file relative to
     it), with the same answers as one device at a time."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils import discover_devices
+    from ansible_collections.nodetune.instinct.plugins.module_utils.discover import devices as discover_devices
     from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 
     expected = discover(str(node))["pci_devices"]

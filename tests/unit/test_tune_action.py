@@ -19,7 +19,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 from ansible_collections.nodetune.instinct.plugins.action import tune as tune_action
 from ansible_collections.nodetune.instinct.plugins.action import verify as verify_action
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 
 
 def action(plugin: Any, args: dict[str, Any], role: str | None = None, check: bool = False,

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas as declaration
-from ansible_collections.nodetune.instinct.plugins.module_utils import bios, engine, health, node, verify
-from ansible_collections.nodetune.instinct.plugins.module_utils.finding import apply_waivers, validate_waivers
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as declaration
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import bios, health, verify
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import apply_waivers, validate_waivers
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
@@ -368,7 +370,7 @@ def test_an_audit_that_fails_after_the_apply_says_the_apply_stands(tmp_path: Pat
     """The writes are made and journaled before the audit: if the audit cannot run, the failure must not claim
     that nothing was written, and it carries the apply's own result (changed, actions)."""
     from ansible.module_utils.testing import patch_module_args
-    from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
     from ansible_collections.nodetune.instinct.plugins.modules import tune as tune_module
 
     dest = tmp_path / "node"

@@ -18,7 +18,7 @@ import pytest
 from ansible.plugins.filter.core import to_nice_json
 from ansible_collections.nodetune.instinct.plugins.action import verify as action
 from ansible_collections.nodetune.instinct.plugins.filter import report as filters
-from ansible_collections.nodetune.instinct.plugins.module_utils import report
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import report
 
 
 def finding(check: str, target: str, status: str) -> dict[str, Any]:
@@ -128,7 +128,7 @@ def test_fleet_digests_read_one_host_at_a_time_and_equal_the_whole_fleet_path() 
     stays near one host's findings, where decoding the whole fleet first grew by about 1 MB per MI300X node."""
     import tracemalloc
 
-    from ansible_collections.nodetune.instinct.plugins.module_utils import outliers
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import outliers
 
     many = [finding("cpu.governor", f"cpu{n}", "ok") for n in range(1500)] + [
         finding("nvme.scheduler", "nvme0n1", "drift")]

@@ -1,7 +1,7 @@
 """``nodetune bind [--table FILE] [--rank N] ... -- COMMAND``: run one local rank bound to its GPU's CPUs and memory.
 
 The same code as the ``nodetune-bind`` launcher that the rocm_env area renders onto each node
-(``module_utils/rank_bind.py``): this entry point is for nodes where the ``nodetune`` package is installed.
+(``module_utils/areas/rank_bind.py``): this entry point is for nodes where the ``nodetune`` package is installed.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import rank_bind
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rank_bind
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

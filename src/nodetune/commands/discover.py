@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
-from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # keep typing (and argparse) out of the --json start-up path

@@ -66,9 +66,9 @@ class _Failure(Exception):
 
 
 def _local_page(args: argparse.Namespace) -> str:
-    from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError, plan
+    from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import LayoutError, plan
     from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
-    from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
 
     from nodetune.commands.plan import CommandError, load_mapping
     from nodetune.picture import node_page

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError, PolicyError, plan
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import LayoutError, PolicyError, plan
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
 
 EXIT_OK = 0
@@ -74,7 +74,7 @@ def load_mapping(path: str, what: str) -> dict[str, Any]:
 def load_topology(args: argparse.Namespace) -> dict[str, Any]:
     if args.topology:
         return load_mapping(args.topology, "topology")
-    from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+    from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 
     try:
         return discover(args.root)

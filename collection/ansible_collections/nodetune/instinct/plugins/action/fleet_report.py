@@ -9,7 +9,8 @@ seconds per play in ansible-core 2.19 - the text is templated, staged and checks
 module runs - and grew with the fleet. Here the results are read from hostvars as stored (``raw_get``), the files
 are written atomically by Python, and nothing contacts a node.
 
-It is also where every host's facts are in view, so the group majorities are learned here (module_utils/outliers.py):
+It is also where every host's facts are in view, so the group majorities are learned here
+(module_utils/audit/outliers.py):
 a host that differs from its group on an inventory key nothing declares gets the ``inventory.<key>`` drift finding
 a declaration would give, marked ``source: learned``, in its report file, the fleet summary and JUnit, and this
 task's ``learned_findings`` (the API puts it into the host's result). Each host's learned expectation is kept in

@@ -6,7 +6,7 @@
 Why an action plugin: at fleet scale every task costs a worker process per host. Taking each area's variables with
 its own tasks (an argument-spec validation task plus a set_fact per area) cost more than the tune module call itself.
 The shared logic is in ``plugin_utils/role_variables.py``; every role and variable is declared in
-``module_utils/areas.py``.
+``module_utils/areas/declarations.py``.
 
 - Before anything: a ``nodetune_*`` variable that nothing declares is refused with the nearest real name, and a
   writing run whose root is the controller's own ``/`` (local connection or localhost) is refused unless
@@ -22,7 +22,7 @@ The shared logic is in ``plugin_utils/role_variables.py``; every role and variab
   apply's changes move to the node's report file and ``<report dir>/tune/<host>.json`` (``plugin_utils/
   bounded_result.py``; the fleet reports and the API read them back from there).
 - ``nodetune_full_diff`` (a boolean): the module's diff has every value and every file whole, instead of the
-  grouped diff of at most 200 lines per node (``module_utils/diff_view.py``); for an apply and a revert alike.
+  grouped diff of at most 200 lines per node (``module_utils/apply/diff_view.py``); for an apply and a revert alike.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,7 +32,7 @@ __metaclass__ = type
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import bound_drift_failure, full_diff
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.lab_backend import module_for
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import decoded_findings, finish_audit

@@ -39,7 +39,7 @@ __metaclass__ = type
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import diff_view
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import diff_view
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import bound_drift_failure, full_diff
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import (
     expand_findings,

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Jinja2 filters over CPU lists, masks, the Topology fact and the Layout.
 
-Thin wrappers: the parsing lives in module_utils/parse.py and the planning in module_utils/layout.py, so
+Thin wrappers: the parsing lives in module_utils/parse.py and the planning in module_utils/plan/layout.py, so
 that a playbook, the CLI and the modules on the nodes compute the same thing. Each filter is documented in
 the YAML file of its name next to this one (``ansible-doc -t filter nodetune.instinct.<name>``).
 Errors become AnsibleFilterError with the planner's message, which names the bad value and what is valid.
@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import layout as _layout
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import layout as _layout
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
     format_cpulist,

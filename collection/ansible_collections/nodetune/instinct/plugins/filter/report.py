@@ -4,7 +4,7 @@
 """Jinja2 filters for verify reports on the controller: collect the fleet's results, JUnit XML, fleet summary,
 Prometheus text, and the fleet reports in one call.
 
-Thin wrappers over module_utils/report.py (the verify module uses the same code on the nodes), documented in the
+Thin wrappers over module_utils/audit/report.py (the verify module uses the same code on the nodes), documented in the
 YAML file of each filter's name next to this one (``ansible-doc -t filter nodetune.instinct.<name>``).
 """
 
@@ -15,8 +15,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import outliers as _outliers
-from ansible_collections.nodetune.instinct.plugins.module_utils import report as _report
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import outliers as _outliers
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import report as _report
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import restored
 
 DEFAULT_VAR = "nodetune_verify_result"

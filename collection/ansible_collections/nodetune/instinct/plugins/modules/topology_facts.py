@@ -190,7 +190,7 @@ bytecode_cache.install()  # first: the imports below then load from the node's b
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
-from ansible_collections.nodetune.instinct.plugins.module_utils.topology import discover
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 
 
 def main():

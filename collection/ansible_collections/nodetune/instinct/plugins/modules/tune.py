@@ -38,9 +38,10 @@ options:
     default: /
   areas:
     description:
-      - Area name (an area role declared in the collection's C(plugins/module_utils/areas.py), for example V(nvme) or
-        V(sysctl)) to a mapping of that area's role variables (for example C(nodetune_nvme_scheduler)). Areas not
-        listed are not touched; an unknown name is refused, listing the known ones.
+      - Area name (an area role declared in the collection's C(plugins/module_utils/areas/declarations.py), for
+        example V(nvme) or V(sysctl)) to a mapping of that area's role variables (for example
+        C(nodetune_nvme_scheduler)). Areas not listed are not touched; an unknown name is refused, listing the known
+        ones.
       - The roles of this collection build this mapping; see each role's README for its variables.
     type: dict
     default: {}
@@ -264,17 +265,17 @@ from contextlib import nullcontext
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import audit as audit_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils import bios as bios_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils import diff_view
-from ansible_collections.nodetune.instinct.plugins.module_utils import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import audit as audit_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import bios as bios_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import diff_view
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils import failures
-from ansible_collections.nodetune.instinct.plugins.module_utils import area_infiniband as infiniband
-from ansible_collections.nodetune.instinct.plugins.module_utils import services as services_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError
-from ansible_collections.nodetune.instinct.plugins.module_utils.node import layout_summary, load
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import infiniband
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import services as services_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import LayoutError
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import layout_summary, load
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 
 
 # Each refusal before or during the apply, and what the task says (failures.py); a subclass before its base.

@@ -230,12 +230,12 @@ bytecode_cache.install()  # first: the imports below then load from the node's b
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import audit as audit_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import audit as audit_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import failures
-from ansible_collections.nodetune.instinct.plugins.module_utils.layout import LayoutError
-from ansible_collections.nodetune.instinct.plugins.module_utils.node import load
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import LayoutError
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
-from ansible_collections.nodetune.instinct.plugins.module_utils.setting import SettingError
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 
 
 # What the task says for each refusal (failures.py); the bios/health variable errors are SettingErrors too.

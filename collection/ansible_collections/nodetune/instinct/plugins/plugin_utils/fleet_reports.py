@@ -35,9 +35,9 @@ import time
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 from urllib.parse import unquote
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import outliers as outliers_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils import report as report_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils.report import escape_label, report_file_name
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import outliers as outliers_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import report as report_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import escape_label, report_file_name
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import (
     add_learned_to_report,
     keep_learned,

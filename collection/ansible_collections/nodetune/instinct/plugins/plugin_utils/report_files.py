@@ -16,11 +16,11 @@ import tempfile
 
 from ansible.errors import AnsibleError
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import inventory as inventory_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils import outliers as outliers_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils.finding import group_findings
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory as inventory_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import outliers as outliers_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import group_findings
 from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
-from ansible_collections.nodetune.instinct.plugins.module_utils.report import report_file_name
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import report_file_name
 
 LEARNED_DIR = "learned"
 LEARNED_VERSION = 1

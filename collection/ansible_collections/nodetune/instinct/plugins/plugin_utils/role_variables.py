@@ -3,7 +3,8 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Controller side of the tune and verify action plugins: a host's role variables, taken, coerced and validated.
 
-Every role and variable is declared once, in ``module_utils/areas.py``. For a host, a role's variables are the
+Every role and variable is declared once, in ``module_utils/areas/declarations.py``. For a host, a role's variables are
+the
 host's values over the declared defaults, templated, then coerced and validated as Ansible validates a role's
 arguments (``-e nodetune_smt_offline_allowed=true`` is a boolean, ``-e nodetune_vm_dirty_ratio=20`` an integer);
 what cannot be coerced is refused, naming the variable, its value and what is valid. Before any of that, a
@@ -32,8 +33,8 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.nodetune.instinct.plugins.module_utils import areas
-from ansible_collections.nodetune.instinct.plugins.module_utils.report import report_file_name
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import report_file_name
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import learned_path, read_learned
 from ansible_collections.nodetune.instinct.plugins.plugin_utils import fleet_reports
 

@@ -18,7 +18,7 @@ import json
 import os
 from typing import Any, Dict, List
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.area_persist import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.persist import (
     PINNED_RECORD,
     REPIN_TIMER,
     STATE_DIR,
@@ -28,7 +28,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.area_persist imp
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, parse_cpulist
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.services import RUN_UNITS, WANTS
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import RUN_UNITS, WANTS
 
 
 def run_boot_restore(root: Root) -> Dict[str, Any]:

@@ -111,7 +111,7 @@ from ansible_collections.nodetune.lab.plugins.module_utils.simboot import run_bo
 from ansible_collections.nodetune.lab.plugins.module_utils import simbootloader
 from ansible_collections.nodetune.lab.plugins.module_utils import simservices
 from ansible_collections.nodetune.lab.plugins.module_utils import simmetrics
-from ansible_collections.nodetune.instinct.plugins.module_utils.discover_irq import parse_interrupts
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import parse_interrupts
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
     format_cpulist,

@@ -15,7 +15,7 @@ the manager's default) when it is loaded, and a process gets the unit's limit wh
 ``proc/<pid>/limits`` (fs/proc/base.c, proc_pid_limits()). Enabled services other than oneshots run from boot, each
 with such a process. :func:`daemon_reload`, :func:`daemon_reexec` and :func:`restart` are what systemctl does;
 :meth:`SimServices.show` answers as ``systemctl show`` does. This parser is the lab's own, written apart from
-nodetune's (area_limits.py), so that a test on a simulated node checks nodetune against systemd's rules.
+nodetune's (areas/limits.py), so that a test on a simulated node checks nodetune against systemd's rules.
 """
 
 from __future__ import annotations
@@ -26,7 +26,12 @@ import os
 import zlib
 from typing import Any, Callable, Dict, List, Optional
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.services import RUN_UNITS, UNIT_DIRS, WANTS, check_unit
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import (
+    RUN_UNITS,
+    UNIT_DIRS,
+    WANTS,
+    check_unit,
+)
 
 
 MANAGER_STATE = "run/systemd/.nodetune-sim-manager.json"

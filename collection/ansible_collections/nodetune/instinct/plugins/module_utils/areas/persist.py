@@ -1,0 +1,454 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Persistence across reboot without tuned: sysctl.d, udev rules, and a boot-time restore of runtime settings.
+
+Sysctls go to ``/etc/sysctl.d/90-nodetune-<area>.conf`` (systemd-sysctl applies it at boot), NVMe queue settings to
+a udev rule (applied whenever a namespace appears), nvme module options to modprobe.d (nvme area). Everything else
+that a reboot resets (SMT, IRQ affinity, governor, EPP, idle states, IPoIB MTU) is listed in
+``/etc/nodetune/boot-restore.d/<area>.json`` and re-applied at boot by the ``nodetune-restore.service`` oneshot,
+which runs a small stdlib-only script: no Ansible needed on the node at boot.
+
+``nodetune_persist_boot: false`` (config ``boot``) leaves out the boot-time restore (its state files, program and
+unit) where nothing boots the node with systemd; the sysctl.d, udev and modprobe.d files are read by the system
+itself and stay.
+
+One file per area, because a run may tune some areas only (``--tags nvme``): rewriting one shared file from a
+partial run would drop the other areas' entries.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import sysctl_boot
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, parse_cpulist
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import FILE, ORDER, SERVICE, Setting
+
+AREA = "persist"
+SYSCTL_FILE = "etc/sysctl.d/90-nodetune-%s.conf"  # % area
+UDEV_FILE = "etc/udev/rules.d/60-nodetune-nvme.rules"
+STATE_DIR = "etc/nodetune/boot-restore.d"
+STATE_FILE = STATE_DIR + "/%s.json"  # % area
+SCRIPT_FILE = "usr/local/sbin/nodetune-restore"
+UNIT = "nodetune-restore.service"
+UNIT_FILE = "etc/systemd/system/" + UNIT
+# Pinned IRQs created after boot (mlx5 completion vectors, Linux 6.5+): the same program, again, from a timer
+REPIN_UNIT = "nodetune-irq-repin.service"
+REPIN_UNIT_FILE = "etc/systemd/system/" + REPIN_UNIT
+REPIN_TIMER = "nodetune-irq-repin.timer"
+REPIN_TIMER_FILE = "etc/systemd/system/" + REPIN_TIMER
+PINNED_RECORD = "run/nodetune/irqs-pinned.json"  # which IRQ numbers the program handled in this boot (a tmpfs)
+IRQ_IDS = ("irq.nic_local", "irq.gpu_local")  # Settings whose key is the IRQ's action name
+HEADER = "# Managed by nodetune. Local changes are reported as drift and overwritten.\n"
+
+# nodetune-restore without its #! line, which names the node's system Python (interpreter.shebang)
+RESTORE_PROGRAM = '''"""nodetune-restore: re-apply the runtime settings nodetune tuned (rendered by nodetune).
+
+    nodetune-restore [--root DIR]           at boot (nodetune-restore.service): every setting
+    nodetune-restore [--root DIR] --irqs    every 10 s (nodetune-irq-repin.timer): the IRQs created since
+
+Reads every /etc/nodetune/boot-restore.d/*.json (one per tuned area) and writes each value in dependency
+order (SMT before IRQ affinity, governor before EPP). IRQs are found again by their action name: their numbers
+change across boots. An IRQ whose device is there but whose driver has not created it yet is pending, not a
+failure: mlx5 creates its completion vectors on first use since Linux 6.5 (commit f14c1a14e632); not a GPU's,
+which amdgpu creates when it binds to the GPU (amdgpu_irq_init()): one missing is a failure. --irqs pins
+each IRQ once, when it appears (or reappears under another number), and prints nothing when there is nothing to
+do; an IRQ moved by hand afterwards is left for verify to report. /run/nodetune/irqs-pinned.json records the
+IRQ numbers already handled in this boot. Missing devices and failed writes are reported; the exit status is 1
+when any write failed.
+"""
+import json
+import os
+import sys
+
+RECORD = "%(record)s"
+LATE = %(late)r  # the Setting ids of the IRQs a driver creates after probe (node_check.LATE_IRQ_IDS)
+
+
+def irq_numbers(root, names):
+    """Action name -> IRQ number. A name that carries its PCI device (mlx5_comp3@pci:0000:41:00.0; amdgpu@pci:...
+    for a driver whose action name does not) is looked for among that device's msi_irqs and their
+    /proc/irq/N/<action>/ folders (kernel/irq/proc.c, register_handler_proc()); any other, and one whose device
+    lists no msi_irqs, in /proc/interrupts (megabytes on a large node: read only then)."""
+    numbers = {}
+    listed = set()
+    for bdf in sorted(set(name.partition("@pci:")[2] for name in names) - {""}):
+        wanted = [name for name in names if name.partition("@pci:")[2] == bdf]
+        try:
+            vectors = os.listdir(os.path.join(root, "sys/bus/pci/devices", bdf, "msi_irqs"))
+        except OSError:
+            continue
+        listed.update(wanted)
+        for vector in vectors:
+            if not vector.isdigit():
+                continue
+            try:
+                actions = set(os.listdir(os.path.join(root, "proc/irq", vector)))
+            except OSError:
+                continue
+            for name in wanted:
+                if name in actions or name.partition("@pci:")[0] in actions:
+                    numbers.setdefault(name, int(vector))
+    if any(name not in listed for name in names):
+        with open(os.path.join(root, "proc/interrupts")) as handle:
+            for line in handle.read().splitlines()[1:]:
+                head, _, rest = line.partition(":")
+                if head.strip().isdigit() and rest.split():
+                    numbers.setdefault(rest.split()[-1], int(head))
+    return numbers
+
+
+def cpus(text):
+    out = set()
+    for part in text.strip().split(","):
+        if part.strip():
+            low, _, high = part.strip().partition("-")
+            out.update(range(int(low), int(high or low) + 1))
+    return out
+
+
+def already(path, value):
+    try:
+        with open(path) as handle:
+            return cpus(handle.read()) == cpus(value)
+    except (OSError, ValueError):
+        return False
+
+
+def read_record(root):
+    try:
+        with open(os.path.join(root, RECORD)) as handle:
+            data = json.load(handle)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save_record(root, record):
+    path = os.path.join(root, RECORD)
+    try:
+        if not os.path.isdir(os.path.dirname(path)):
+            os.makedirs(os.path.dirname(path))
+        with open(path + ".tmp", "w") as handle:
+            json.dump(record, handle, sort_keys=True)
+        os.replace(path + ".tmp", path)
+    except OSError as exc:
+        sys.stderr.write("nodetune-restore: cannot record the IRQs handled in %%s: %%s\\n" %% (path, exc))
+
+
+def main(argv):
+    root = argv[argv.index("--root") + 1] if "--root" in argv else "/"
+    irqs_only = "--irqs" in argv
+    state_dir = os.path.join(root, "%(state)s")
+    items = []
+    for name in sorted(os.listdir(state_dir)):
+        if name.endswith(".json"):
+            with open(os.path.join(state_dir, name)) as handle:
+                items.extend(json.load(handle)["settings"])
+    items.sort(key=lambda item: (item.get("order", 90), item["id"], item["target"]))
+    if irqs_only:
+        items = [item for item in items if item.get("irq_name")]
+    names = [item["irq_name"] for item in items if item.get("irq_name")]
+    numbers = irq_numbers(root, names) if names else {}
+    record = read_record(root) if irqs_only else {}
+    handled = {}
+    failed = written = 0
+    pending = []
+    for item in items:
+        name = item.get("irq_name")
+        if name:
+            number = numbers.get(name)
+            if number is None:
+                bdf = name.partition("@pci:")[2]
+                if bdf and item["id"] in LATE and os.path.isdir(os.path.join(root, "sys/bus/pci/devices", bdf)):
+                    pending.append(name)  # its driver creates it later (mlx5: on first use)
+                elif not irqs_only:
+                    failed += 1
+                    sys.stderr.write("nodetune-restore: IRQ %%s not found (no such device or IRQ)\\n" %% name)
+                continue
+            handled[name] = number
+            if irqs_only and record.get(name) == number:
+                continue  # pinned when it appeared; a move since is drift for verify to report
+            item["path"] = "proc/irq/%%d/smp_affinity_list" %% number
+        path = os.path.join(root, item["path"])
+        if irqs_only and already(path, item["value"]):
+            continue
+        try:
+            with open(path, "w") as handle:
+                handle.write(item["value"])
+            written += 1
+        except OSError as exc:
+            failed += 1
+            sys.stderr.write("nodetune-restore: %%s[%%s] %%s: %%s\\n" %% (item["id"], item["target"], path, exc))
+    if handled != record:
+        save_record(root, handled)
+    later = ""
+    if pending:
+        later = " (%%s%%s: pinned by nodetune-irq-repin.timer when the driver creates them)" %% (
+            ", ".join(pending[:3]), ", ..." if len(pending) > 3 else "")
+    if not irqs_only:
+        sys.stdout.write("nodetune-restore: %%d settings, %%d failed, %%d pending%%s\\n" %% (
+            len(items), failed, len(pending), later))
+    elif written or failed:
+        sys.stdout.write("nodetune-restore: pinned %%d IRQ(s) created since boot, %%d failed, %%d pending\\n" %% (
+            written, failed, len(pending)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+''' % {"state": STATE_DIR, "record": PINNED_RECORD, "late": node_check.LATE_IRQ_IDS}
+
+UNIT_TEXT = HEADER + """[Unit]
+Description=nodetune: restore runtime tuning (SMT, IRQ affinity, cpufreq, idle states, IPoIB MTU)
+After=systemd-udev-settle.service network-pre.target
+Before=network.target irqbalance.service
+ConditionDirectoryNotEmpty=/%s
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/%s
+
+[Install]
+WantedBy=multi-user.target
+""" % (STATE_DIR, SCRIPT_FILE)
+
+# IRQs have no uevent, so no udev rule and no path unit (inotify does not work on procfs) can react to one being
+# created: a timer runs the program every 10 s (irqbalance's own default interval), which only reads a few
+# directories unless an IRQ appeared. systemd.timer(5): OnBootSec=/OnUnitActiveSec= repeat relative to the last
+# run; a repeated service must not have RemainAfterExit= (the boot unit has it, hence a unit of its own).
+# SyslogLevel=notice with LogLevelMax=notice keep the program's lines and drop systemd's info-level start and finish
+# lines for each run (as podman does for its health-check timers); a failed run is still logged (warning).
+REPIN_UNIT_TEXT = HEADER + """[Unit]
+Description=nodetune: pin the IRQs created since boot (mlx5 creates completion vectors on first use)
+After=%s
+
+[Service]
+Type=oneshot
+ExecStart=/%s --irqs
+SyslogLevel=notice
+LogLevelMax=notice
+""" % (UNIT, SCRIPT_FILE)
+
+REPIN_TIMER_TEXT = HEADER + """[Unit]
+Description=nodetune: look for new IRQs to pin every 10 s
+
+[Timer]
+OnBootSec=10s
+OnUnitActiveSec=10s
+AccuracySec=1s
+
+[Install]
+WantedBy=timers.target
+"""
+
+
+def _by_area(settings: List[Setting]) -> Dict[str, List[Setting]]:
+    groups: Dict[str, List[Setting]] = {}
+    for setting in settings:
+        groups.setdefault(setting.area, []).append(setting)
+    return groups
+
+
+def _state_entry(setting: Setting) -> Dict[str, Any]:
+    """One boot-restore entry. IRQs are named by their action name, found again at boot (numbers change)."""
+    if setting.id in IRQ_IDS and setting.key:
+        return {"id": setting.id, "target": setting.key, "irq_name": setting.key, "path": None,
+                "value": setting.value, "order": setting.order}
+    # an IPoIB MTU the kernel caps is restored at the requested value (its key): the kernel keeps that as its admin
+    # MTU and applies the cap itself, so the interface rises once the subnet manager's broadcast group allows it
+    value = setting.key if setting.id == "ib.mtu" and setting.key else setting.value
+    return {"id": setting.id, "target": setting.target, "path": setting.path, "value": value,
+            "order": setting.order}
+
+
+def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List[Setting]:
+    out: List[Setting] = []
+    for area, sysctls in sorted(_by_area([s for s in settings if s.persist == "sysctl.d"]).items()):
+        body = "".join("%s = %s\n" % (s.target, " ".join(s.value.split()))
+                       for s in sorted(sysctls, key=lambda s: s.target))
+        out.append(Setting("persist.sysctl_d", area, SYSCTL_FILE % area, HEADER + body, kind=FILE,
+                           compare="content", area=AREA, reason="systemd-sysctl applies these at boot"))
+    udev = _udev_rules([s for s in settings if s.persist == "udev"])
+    if udev:
+        out.append(Setting("persist.udev", "nvme", UDEV_FILE, HEADER + udev, kind=FILE, compare="content", area=AREA,
+                           reason="udev applies the NVMe queue settings whenever a namespace appears"))
+    runtime = _by_area([s for s in settings if s.persist == "boot_restore"])
+    if runtime and config.get("boot", True) is False:
+        ctx.notes.append("persist: nodetune_persist_boot is false: %d runtime setting(s) are not re-applied at boot"
+                         % sum(len(group) for group in runtime.values()))
+        runtime = {}
+    for area, group in sorted(runtime.items()):
+        entries = [_state_entry(s) for s in group]
+        if area == "irq":
+            entries += _pending_entries(ctx, carried_irq_entries(ctx.root, [s.key for s in group if s.id in IRQ_IDS]))
+        state = {"version": 1, "settings": sorted(entries, key=lambda e: (e["order"], e["id"], e["target"]))}
+        out.append(Setting("persist.boot_restore", "state:" + area, STATE_FILE % area,
+                           one_per_line(state, "settings"), kind=FILE, compare="content", area=AREA, mode=0o644,
+                           reason="runtime settings a reboot resets, re-applied by nodetune-restore.service"))
+    if runtime:
+        script = interpreter.shebang(root=ctx.root) + RESTORE_PROGRAM
+        out.append(Setting("persist.boot_restore", "script", SCRIPT_FILE, script, kind=FILE,
+                           compare="content", area=AREA, mode=0o755, reason="the boot-time restore program"))
+        out.append(Setting("persist.boot_restore", "unit", UNIT_FILE, UNIT_TEXT, kind=FILE, compare="content",
+                           area=AREA, reason="runs nodetune-restore once at boot"))
+        if ctx.services is not None:
+            out.append(Setting("persist.boot_restore", UNIT, "", "enabled=yes", kind=SERVICE, area=AREA,
+                               reason="enable the boot-time restore", after=(UNIT_FILE, SCRIPT_FILE)))
+    if "irq" in runtime:
+        out.append(Setting("persist.boot_restore", "repin unit", REPIN_UNIT_FILE, REPIN_UNIT_TEXT, kind=FILE,
+                           compare="content", area=AREA, reason="runs nodetune-restore --irqs"))
+        out.append(Setting("persist.boot_restore", "repin timer", REPIN_TIMER_FILE, REPIN_TIMER_TEXT, kind=FILE,
+                           compare="content", area=AREA,
+                           reason="pins IRQs created after boot: mlx5 creates completion vectors on first use"))
+        if ctx.services is not None:
+            # started now as well where systemd runs: vectors created before the next boot are pinned too; an
+            # offline root (an image build) can only enable it (services.SystemdServices)
+            wanted = "enabled=yes" if getattr(ctx.services, "offline", False) else "active=yes,enabled=yes"
+            out.append(Setting("persist.boot_restore", REPIN_TIMER, "", wanted, kind=SERVICE, area=AREA,
+                               reason="pin the IRQs a driver creates after boot, when they appear",
+                               after=(REPIN_TIMER_FILE, REPIN_UNIT_FILE, SCRIPT_FILE)))
+    if any(s.id == "persist.sysctl_d" for s in out):
+        for entry in sysctl_boot.shadowed(ctx.root, settings + out):
+            ctx.warn("persist: " + sysctl_boot.message(entry))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ IRQs not created yet
+_SAFE_IRQ_NAME = re.compile(r"^[A-Za-z0-9_.:@+\-]+$")
+
+
+def irq_numbers(root: Root, names: Iterable[str]) -> Dict[str, int]:
+    """Action name -> IRQ number, as nodetune-restore finds them (its irq_numbers(), the same rules): a name that
+    carries its PCI device (``mlx5_comp3@pci:<BDF>``, ``amdgpu@pci:<BDF>``) among that device's msi_irqs and their
+    /proc/irq/N/<action>/ folders (kernel/irq/proc.c, register_handler_proc()); any other, and one whose device
+    lists no msi_irqs, in /proc/interrupts."""
+    names = list(names)
+    numbers: Dict[str, int] = {}
+    listed = set()
+    for bdf in sorted(set(name.partition("@pci:")[2] for name in names) - {""}):
+        wanted = [name for name in names if name.partition("@pci:")[2] == bdf]
+        if not root.isdir("sys/bus/pci/devices/%s/msi_irqs" % bdf):
+            continue
+        listed.update(wanted)
+        for vector in root.listdir("sys/bus/pci/devices/%s/msi_irqs" % bdf):
+            if vector.isdigit():
+                actions = set(root.listdir("proc/irq/" + vector))
+                for name in wanted:
+                    if name in actions or name.partition("@pci:")[0] in actions:
+                        numbers.setdefault(name, int(vector))
+    if any(name not in listed for name in names):
+        for line in (root.read("proc/interrupts", strip=False) or "").splitlines()[1:]:
+            head, _sep, rest = line.partition(":")
+            if head.strip().isdigit() and rest.split():
+                numbers.setdefault(rest.split()[-1], int(head))
+    return numbers
+
+
+def device_present(root: Root, irq_name: str) -> bool:
+    bdf = irq_name.partition("@pci:")[2]
+    return bool(bdf) and root.isdir("sys/bus/pci/devices/" + bdf)
+
+
+def irq_pending(root: Root, setting_id: str, irq_name: str) -> bool:
+    """An IRQ not there is pending, not missing, where its driver creates it after probe and its device is there
+    (node_check.created_later: the rule nodetune-restore and nodetune-check follow too)."""
+    return node_check.created_later(setting_id, irq_name, device_present(root, irq_name))
+
+
+def carried_irq_entries(root: Optional[Root],
+                        planned: Iterable[Optional[str]]) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """The IRQ entries of the node's boot-restore state that this run keeps although discovery does not see their
+    IRQ: mlx5 creates its completion vectors on first use (Linux 6.5+, commit f14c1a14e632: mlx5_comp_eqn_get() ->
+    create_comp_eq(), drivers/net/ethernet/mellanox/mlx5/core/eq.c), so after a reboot only the vectors in use
+    exist. Kept: entries of a device this run pins (``planned``: the action names it pins) whose device is there
+    and whose IRQ is not; a run before they appear must not drop them from the restore. Returns (entries, the
+    problems found in the state file). No root (rendering without a node): nothing kept."""
+    names = set(name for name in planned if name)
+    devices = set(name.partition("@pci:")[2] for name in names) - {""}
+    if root is None or not devices:
+        return [], []
+    text = root.read(STATE_FILE % "irq", strip=False)
+    if not text:
+        return [], []
+    try:
+        entries = json.loads(text)["settings"]
+        if not isinstance(entries, list):
+            raise ValueError("'settings' is not a list")
+    except (ValueError, KeyError, TypeError) as exc:
+        return [], ["/%s cannot be read (%s): the IRQs it lists that are not there yet are not kept" % (
+            STATE_FILE % "irq", exc)]
+    problems: List[str] = []
+    candidates = []
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("id") not in IRQ_IDS:
+            continue
+        name, value = entry.get("irq_name"), entry.get("value")
+        if not isinstance(name, str) or name in names or name.partition("@pci:")[2] not in devices:
+            continue
+        try:
+            parse_cpulist(value if isinstance(value, str) else "")
+        except ParseError:
+            problems.append("/%s: %s has affinity %r, not a CPU list: not kept" % (STATE_FILE % "irq", name, value))
+            continue
+        candidates.append(entry)
+    present = irq_numbers(root, [e["irq_name"] for e in candidates])
+    kept = [e for e in candidates if e["irq_name"] not in present and irq_pending(root, e["id"], e["irq_name"])]
+    return kept, problems
+
+
+def _pending_entries(ctx: Context, carried: Tuple[List[Dict[str, Any]], List[str]]) -> List[Dict[str, Any]]:
+    entries, problems = carried
+    for problem in problems:
+        ctx.warn("persist: " + problem)
+    return [{"id": e["id"], "target": e["irq_name"], "irq_name": e["irq_name"], "path": None, "value": e["value"],
+             "order": ORDER.get(e["id"], 90)} for e in entries]
+
+
+def pending_irqs(root: Root, settings: List[Setting]) -> List[Dict[str, Any]]:
+    """The IRQ entries of the boot-restore state these Settings write whose IRQ does not exist yet (its device does):
+    verify reports them as pending, not as drift; nodetune-irq-repin.timer pins each when its driver creates it."""
+    state = next((s for s in settings if s.id == "persist.boot_restore" and s.target == "state:irq"), None)
+    if state is None:
+        return []
+    entries = [e for e in json.loads(state.value)["settings"] if e.get("irq_name")]
+    present = irq_numbers(root, [e["irq_name"] for e in entries])
+    return [e for e in entries if e["irq_name"] not in present and irq_pending(root, e["id"], e["irq_name"])]
+
+
+def safe_irq_name(name: str) -> bool:
+    """Whether an action name can go into the files nodetune writes one name per line (no blank, no newline)."""
+    return bool(_SAFE_IRQ_NAME.match(name or ""))
+
+
+def _udev_rules(settings: List[Setting]) -> str:
+    by_device: Dict[str, Dict[str, str]] = {}
+    for s in settings:
+        attr = "queue/scheduler" if s.id == "nvme.scheduler" else "queue/nr_requests"
+        by_device.setdefault(s.target, {})[attr] = s.value
+    if not by_device:
+        return ""
+
+    # Scheduler first: switching it resets nr_requests (udev applies ATTR assignments in order).
+    def assignments(attrs: Dict[str, str]) -> str:
+        return ", ".join('ATTR{%s}="%s"' % (a, attrs[a])
+                         for a in ("queue/scheduler", "queue/nr_requests") if a in attrs)
+    # Whole namespaces only: udev's '*' also matches the 'p1' of a partition (nvme0n1p1), which has no queue/
+    # folder, so every partition would log a failed ATTR write. DEVTYPE is 'disk' for a namespace, 'partition'
+    # for its partitions (the kernel's block uevent).
+    distinct = set(tuple(sorted(v.items())) for v in by_device.values())
+    if len(distinct) == 1:
+        attrs = next(iter(by_device.values()))
+        return ('ACTION=="add|change", SUBSYSTEM=="block", ENV{DEVTYPE}=="disk", KERNEL=="nvme[0-9]*n[0-9]*", %s\n'
+                % assignments(attrs))
+    return "".join('ACTION=="add|change", SUBSYSTEM=="block", ENV{DEVTYPE}=="disk", KERNEL=="%s", %s\n'
+                   % (dev, assignments(attrs)) for dev, attrs in sorted(by_device.items()))

@@ -1,0 +1,297 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""IRQs: ``/proc/interrupts`` joined with ``/proc/irq/N/*`` and with the devices that own them.
+
+``/proc/interrupts`` (kernel/irq/proc.c) prints one count column per *online* CPU, then the chip name,
+the hardware IRQ number with the flow handler (``13107201-edge``; ``IR-PCI-MSI-edge`` on kernels < 3.x
+fold both into the chip), then the action names joined by ", ". Rows with 1,152 CPU columns exist
+(PCP's fixture), so the parser never assumes a width: it reads the header.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.cpu import (
+    cpulist_or_none,
+    cpumask_or_none,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.devices import first_bdf, is_read_only_mode
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
+    ParseError,
+    is_hex,
+    leading_decimal,
+    number_after,
+    parse_int,
+    split_number_pair,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
+    from typing import Any, Dict, List, Optional, Tuple
+
+INTERRUPTS = "proc/interrupts"
+_NIC_CONTROL_WORDS = ("async", "misc", "mbx", "aeq", "ctrl", "cmd", "fw", "err", "ptp")
+_GPU_NAMES = ("amdgpu", "nvidia")
+_IRQ_FILES = ("smp_affinity_list", "effective_affinity_list", "node")
+_MANAGED_SINCE = (6, 12)
+_COLUMN = 11  # width of one per-CPU count column in /proc/interrupts
+# A zero count in its fixed column: nine spaces then "0". Counts never have leading zeros, so nine spaces right
+# before a "0" occur only where the count is 0 (a non-zero count puts a non-zero digit before its zeros): deleting
+# them leaves exactly the non-zero counts. Most counts are 0, and str.replace skips them at C speed (3-6x faster
+# than a regular expression or a strip(" 0") over a 4 KB row of 384 columns).
+_ZERO_COUNT = " " * (_COLUMN - 2) + "0"
+
+
+def parse_interrupts(text: str, counts: bool = True) -> Tuple[List[int], List[Dict[str, Any]]]:
+    """``(cpu ids of the columns, rows)``; rows have ``irq`` (int, or the label such as ``"NMI"``),
+    ``counts_total``, ``ncounts``, ``chip``, ``hwirq``, ``name``.
+
+    ``counts=False``: ``counts_total`` is None for the fixed-width rows, whose count columns are then skipped, not
+    summed: the sum is most of the parse (a row has a 10-digit column per online CPU, 12.7 KB at 1,152 CPUs), and
+    nothing the tune and verify modules plan or check reads it.
+
+    Raises :class:`ParseError` when the text is not /proc/interrupts (no ``CPUn`` header).
+    """
+    lines = text.splitlines()
+    if not lines:
+        raise ParseError("/proc/interrupts is empty")
+    header = lines[0].split()
+    if not header or not all(number_after(h, "CPU") is not None for h in header):
+        raise ParseError("/proc/interrupts is not valid: it does not start with a 'CPU0 CPU1 ...' header "
+                         "(first line %r)" % lines[0][:80])
+    cpu_ids = [int(h[3:]) for h in header]
+    width = len(cpu_ids)
+    span = _COLUMN * width
+    rows: List[Dict[str, Any]] = []
+    for line in lines[1:]:
+        colon = line.find(":")
+        if colon < 0:
+            continue
+        label = line[:colon].strip()
+        region = line[colon + 1:colon + 1 + span]
+        fixed_width = not region[_COLUMN - 1::_COLUMN].strip() or not region[::_COLUMN].strip()
+        if label.isdigit() and len(region) == span and fixed_width:
+            # The kernel prints every count in a fixed 10-digit column ("%10u " or " %10u"; counts are
+            # 32-bit, so never wider): the name starts right after the last column, no split needed.
+            ncounts = width
+            tail = line[colon + 1 + span:]
+            total = sum(map(int, region.replace(_ZERO_COUNT, "").split())) if counts else None
+        else:
+            ncounts, total, tail = _split_counts(line[colon + 1:], width)
+        chip, hwirq, name = _split_tail(tail)
+        rows.append({"irq": int(label) if label.isdigit() else label, "counts_total": total, "ncounts": ncounts,
+                     "chip": chip, "hwirq": hwirq, "name": name})
+    return cpu_ids, rows
+
+
+def _split_counts(rest: str, width: int) -> Tuple[int, int, str]:
+    """(number of counts, their sum, the text after them) for rows that are not fixed-width
+    (``ERR:`` and ``MIS:`` have a single count; per-CPU summary rows end with a description)."""
+    fields = rest.split(None, width)
+    counts = fields[:width]
+    if len(counts) == width and "".join(counts).isdigit():
+        return width, sum(map(int, counts)), fields[width] if len(fields) > width else ""
+    ncounts = 0
+    for field in counts:
+        if not field.isdigit():
+            break
+        ncounts += 1
+    return ncounts, sum(map(int, counts[:ncounts])), " ".join(fields[ncounts:])
+
+
+def _split_tail(tail: str) -> Tuple[Optional[str], Optional[str], str]:
+    """``"IR-PCI-MSI 13107201-edge      mlx5_comp0@pci:0000:19:00.0"`` -> (chip, hwirq, name)."""
+    tail = tail.strip()
+    if not tail:
+        return None, None, ""
+    chip, _sep, after = tail.partition(" ")
+    after = after.lstrip()
+    token, _sep, rest = after.partition(" ")
+    hwirq = _hwirq(token)
+    if hwirq is not None:
+        rest = rest.lstrip()
+        # CONFIG_GENERIC_IRQ_SHOW_LEVEL (arm64) prints "Level"/"Edge" before the name.
+        first, _sep, remainder = rest.partition(" ")
+        if first in ("Level", "Edge"):
+            rest = remainder.lstrip()
+        return chip, hwirq, rest
+    return chip, None, after
+
+
+def _hwirq(token: str) -> Optional[str]:
+    """The number of a hardware IRQ token, ``13107201-edge`` -> ``13107201``, ``0x1f`` -> ``0x1f``; None for
+    anything else (``^(\\d+|0x[0-9a-fA-F]+)(?:-(\\w+))?$``, group 1)."""
+    if token.endswith("\n"):  # "$" also matches before a final newline
+        token = token[:-1]
+    number, dash, flow = token.partition("-")
+    if dash and not flow.replace("_", "a").isalnum():  # \\w+: alphanumerics and "_", at least one
+        return None
+    if number.isdecimal() or number.startswith("0x") and is_hex(number[2:]):
+        return number
+    return None
+
+
+def kernel_version(release: Optional[str]) -> Optional[Tuple[int, int]]:
+    """``(major, minor)`` of ``6.8.0-45-generic`` (``^(\\d+)\\.(\\d+)``), else None."""
+    text = release or ""
+    major = leading_decimal(text)
+    minor = leading_decimal(text[len(major) + 1:]) if text[len(major):len(major) + 1] == "." else ""
+    return (int(major), int(minor)) if major and minor else None
+
+
+def _nvme_queue(name: str) -> Optional[Tuple[str, str]]:
+    """(controller, queue) digit strings of ``nvme0q3`` (``^nvme(\\d+)q(\\d+)$``), else None."""
+    return split_number_pair(name, "nvme", "q")
+
+
+def _names_nic_control(name: str) -> bool:
+    """A NIC's control/async vector (``async|misc|mbx|aeq|ctrl|cmd|fw|err|ptp``, any case, anywhere)."""
+    if not name.isascii():  # Unicode case folding ("ſ" matches "s"): leave it to the regular expression
+        import re
+
+        return re.search("|".join(_NIC_CONTROL_WORDS), name, re.IGNORECASE) is not None
+    lower = name.lower()
+    return any(word in lower for word in _NIC_CONTROL_WORDS)
+
+
+def _owner(row: Dict[str, Any], msi_owner: Dict[int, str], nvme_bdf: Dict[str, Optional[str]],
+           netdev_bdf: Dict[str, Optional[str]], chip_bdf: Optional[Dict[str, Optional[str]]] = None) -> Optional[str]:
+    """The PCI function raising this IRQ: ``msi_irqs/`` first (authoritative), then the BDF the kernel
+    prints in the chip (``IR-PCI-MSIX-0000:31:00.0``, kernels >= 5.x) or in the action name
+    (``mlx5_comp3@pci:0000:41:00.0``), then NVMe queue and netdev names. ``chip_bdf`` remembers the BDF of each
+    chip text (one per device, shared by all its vectors)."""
+    owner = msi_owner.get(row["irq"])
+    if owner:
+        return owner
+    chip = row["chip"] or ""
+    if chip_bdf is not None and chip in chip_bdf:
+        bdf = chip_bdf[chip]
+    else:
+        found = first_bdf(chip)
+        bdf = found.lower() if found is not None else None
+        if chip_bdf is not None:
+            chip_bdf[chip] = bdf
+    if bdf is not None:
+        return bdf
+    name = row["name"]
+    found = first_bdf(name)
+    if found is not None:
+        return found.lower()
+    queue = _nvme_queue(name)
+    if queue is not None:
+        return nvme_bdf.get("nvme" + queue[0])
+    for netdev, bdf in netdev_bdf.items():
+        if bdf and (name.startswith(netdev + "-") or ("-" + netdev + "-") in name):
+            return bdf
+    return None
+
+
+def _virtio_queue(name: str) -> bool:
+    """A virtio-net queue vector, ``virtio<N>-input.<K>`` / ``virtio<N>-output.<K>`` (drivers/virtio/virtio_pci_common.c
+    names vectors ``<device>-<vq>``; drivers/net/virtio_net.c names the queues ``input.K``/``output.K``), or the
+    ``virtio<N>-virtqueues`` vector all queues share when MSI-X vectors are short. ``virtio<N>-config`` (config
+    changes) is not one."""
+    device, _sep, queue = name.partition("-")
+    if not device[len("virtio"):].isdigit():
+        return False
+    direction, dot, index = queue.partition(".")
+    return queue == "virtqueues" or (direction in ("input", "output") and bool(dot) and index.isdigit())
+
+
+def _kind(name: str, device_class: Optional[str], is_gpu: bool) -> str:
+    queue = _nvme_queue(name)
+    if queue is not None:
+        return "nvme_admin" if queue[1] == "0" else "nvme_queue"
+    if name.startswith("mlx5_"):
+        # mlx5_comp<N>@pci:<BDF> are the completion vectors; mlx5_async (and mlx5_pages_eq/mlx5_cmd_eq of older
+        # kernels) carry firmware events and commands (drivers/net/ethernet/mellanox/mlx5/core/pci_irq.c, eq.c)
+        return "nic_comp" if name.startswith("mlx5_comp") else "nic_async"
+    if is_gpu or name.startswith(_GPU_NAMES):
+        return "gpu"
+    if device_class and device_class.startswith("0x02"):
+        if name.startswith("virtio"):
+            return "nic_comp" if _virtio_queue(name) else "nic_async"
+        return "nic_async" if _names_nic_control(name) else "nic_comp"
+    return "other"
+
+
+def _cpus(parsed: Dict[str, Optional[Tuple[int, ...]]], text: str, irq: int, file_name: str,
+          warnings: List[str]) -> Optional[List[int]]:
+    """cpulist_or_none of ``proc/irq/<irq>/<file_name>`` (a new list each time); a text that does not parse is
+    given to it again for each IRQ, so that each file gets its warning."""
+    cpus = parsed.get(text)
+    if cpus is not None:
+        return list(cpus)
+    found = cpulist_or_none(text, "proc/irq/%d/%s" % (irq, file_name), warnings)
+    if found is not None:
+        parsed[text] = tuple(found)
+    return found
+
+
+def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str],
+              nvme_bdf: Dict[str, Optional[str]], netdev_bdf: Dict[str, Optional[str]],
+              release: Optional[str], warnings: List[str], counts: bool = True) -> Optional[List[Dict[str, Any]]]:
+    """IRQ rows with a number; None where the node has no /proc/interrupts. ``counts=False``: no ``counts_total``
+    (None), see :func:`parse_interrupts`."""
+    text = root.read(INTERRUPTS, strip=False)
+    if text is None:
+        return None
+    try:
+        rows = parse_interrupts(text, counts)[1]
+    except ParseError as exc:
+        warnings.append(str(exc))
+        return None
+    msi_owner = {irq: dev["bdf"] for dev in pci_devices for irq in dev["msi_irqs"]}
+    class_of = {dev["bdf"]: dev["class"] for dev in pci_devices}
+    gpus = set(gpu_bdfs)
+    version = kernel_version(release)
+    mode_is_truth = version is not None and version >= _MANAGED_SINCE
+    numbered = [row for row in rows if isinstance(row["irq"], int)]
+    root.subdirs("proc/irq")  # resolves every proc/irq/N at once (see Root.subdirs)
+    files = root.read_attrs_many(["proc/irq/%d" % row["irq"] for row in numbered], _IRQ_FILES, _IRQ_FILES[0])
+    irqs: List[Dict[str, Any]] = []
+    # Thousands of IRQs share a few affinity and node texts and one chip text per device: each is parsed once.
+    cpus_of: Dict[str, Optional[Tuple[int, ...]]] = {}
+    node_of: Dict[Optional[str], Optional[int]] = {}
+    chip_bdf: Dict[str, Optional[str]] = {}
+    for row, (texts, affinity_mode) in zip(numbered, files):
+        number = row["irq"]
+        affinity_text, effective_text, node_text = texts
+        if affinity_text is None:
+            rel = "proc/irq/%d" % number
+            modes: Dict[str, Optional[int]] = {}
+            mask = root.read_attrs(rel, ("smp_affinity",), modes)["smp_affinity"]
+            affinity = cpumask_or_none(mask, rel + "/smp_affinity", warnings)
+            affinity_mode = modes["smp_affinity"]
+        else:
+            affinity = _cpus(cpus_of, affinity_text, number, "smp_affinity_list", warnings)
+        device = _owner(row, msi_owner, nvme_bdf, netdev_bdf, chip_bdf)
+        name = row["name"]
+        kind = _kind(name, class_of.get(device or ""), device in gpus)
+        if is_read_only_mode(affinity_mode) or kind == "nvme_queue":
+            managed: Optional[bool] = True
+        elif kind == "nvme_admin" or (affinity_mode is not None and mode_is_truth):
+            managed = False
+        else:
+            managed = None
+        if node_text in node_of:
+            node = node_of[node_text]
+        else:
+            node = node_of[node_text] = parse_int(node_text)
+        irqs.append({
+            "irq": number,
+            "chip": row["chip"],
+            "hwirq": row["hwirq"],
+            "name": name,
+            "device": device,
+            "counts_total": row["counts_total"],
+            "smp_affinity_list": affinity,
+            "effective_affinity_list": None if effective_text is None else _cpus(
+                cpus_of, effective_text, number, "effective_affinity_list", warnings),
+            "node": node,
+            "managed": managed,
+            "kind": kind,
+        })
+    irqs.sort(key=lambda r: r["irq"])
+    return irqs

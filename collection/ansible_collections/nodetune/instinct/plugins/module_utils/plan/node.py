@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""One node, end to end, in one process: discover -> plan -> desired Settings.
+
+The tune and verify modules both start here, so that a whole site.yml costs one module call per node for apply and
+verify together (fleet cost is dominated by module round trips: the tune module audits in the same process), and so
+that apply and verify compute the desired state with the very same code from the very same inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any, Callable, Dict, List, Optional
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory as inventory_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import layout as layout_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import services as services_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting, SettingError
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.tuning import desired_settings
+
+
+class NodeState(object):
+    """The discovered Topology, the planned Layout and the desired Settings of one node."""
+
+    def __init__(self, root: Root, topology: Dict[str, Any], layout: Dict[str, Any], context: Context,
+                 settings: List[Setting]) -> None:
+        self.root = root
+        self.topology = topology
+        self.layout = layout
+        self.context = context
+        self.settings = settings
+
+    @property
+    def services(self) -> Any:
+        return self.context.services
+
+
+def policy_mapping(policy: Any) -> Dict[str, Any]:
+    """``nodetune_layout_policy`` as a mapping. A JSON object given as text is read as one; a ``key=value`` string
+    is refused: Ansible's dict coercion would turn ``housekeeping=1`` into a policy nobody wrote as a mapping."""
+    if policy is None or policy == "":
+        return {}
+    if isinstance(policy, str) and policy.lstrip().startswith("{"):
+        with contextlib.suppress(ValueError):
+            policy = json.loads(policy)
+    if not isinstance(policy, dict):
+        raise SettingError(["nodetune_layout_policy=%r is not valid: expected a mapping such as {housekeeping: 1, "
+                            "ranks: per_gcd} (valid settings: %s), not %s"
+                            % (policy, ", ".join(layout_mod.POLICY_SETTINGS), type(policy).__name__)])
+    return policy
+
+
+def layout_policy(areas: Dict[str, Any], policy: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The planner policy, with the SMT and irqbalance choices taken from the area variables (one source)."""
+    merged = dict(policy_mapping(policy))
+    smt = (areas.get("smt") or {})
+    if smt.get("nodetune_smt_enabled", True) is not False and smt.get("nodetune_smt_policy"):
+        merged["smt"] = smt["nodetune_smt_policy"]
+    irq = (areas.get("irq_affinity") or {})
+    mode = irq.get("nodetune_irqbalance_mode")
+    if irq.get("nodetune_irq_affinity_enabled", True) is not False and mode in layout_mod.IRQBALANCE_MODES:
+        merged["irqbalance"] = mode
+    return merged
+
+
+def load(root_path: str, areas: Dict[str, Any], policy: Optional[Dict[str, Any]] = None,
+         run_command: Optional[Callable] = None, persist: bool = True,
+         expected_inventory: Optional[Dict[str, Any]] = None, persist_boot: bool = True,
+         learned_inventory: Optional[Dict[str, Any]] = None) -> NodeState:
+    """Discover, plan and build the desired Settings; raises SettingError/PolicyError on bad input.
+    ``expected_inventory``: the declared ``nodetune_inventory_expected`` (raw), for the node-local checker;
+    ``learned_inventory``: the expectation the fleet report learned from the group majority (raw), for it too."""
+    expected = inventory_mod.validate(expected_inventory)  # refused before discovery, and before any write
+    learned = inventory_mod.validate_learned(learned_inventory)
+    root = Root(root_path)
+    root.check_node()
+    topology = discover(root, irq_counts=False)  # the IRQ counts: nothing planned or checked reads them
+    try:
+        layout = layout_mod.plan(topology, layout_policy(areas or {}, policy))
+    except layout_mod.LayoutError as exc:
+        raise SettingError([str(exc)]) from None
+    context = Context(root, topology, layout, services_mod.for_root(root, run_command))
+    settings = desired_settings(context, areas or {}, persist=persist, expected_inventory=expected,
+                                persist_boot=persist_boot, learned_inventory=learned)
+    return NodeState(root, topology, layout, context, settings)
+
+
+def layout_summary(layout: Dict[str, Any]) -> Dict[str, Any]:
+    """The small part of the Layout worth printing per node in a fleet run."""
+    return {
+        "smt_control": layout.get("smt_control"),
+        "smt_offline": len(layout.get("smt_offline") or []),
+        "housekeeping": layout.get("housekeeping"),
+        "ranks": len(layout.get("ranks") or []),
+        "nic_irqs_pinned": len(layout.get("irq_affinity") or []),
+        "managed_irqs": len(layout.get("managed_irqs") or []),
+        "irqbalance": (layout.get("irqbalance") or {}).get("mode"),
+    }

@@ -1,0 +1,293 @@
+# -*- coding: utf-8 -*-
+# Copyright: nodetune contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Settings as data: the one list that apply writes and verify compares.
+
+A :class:`Setting` says *what* a node should look like (a kernel attribute's value, a config file's content,
+a line in a file, a service state), never *how to get there*. The engine (engine.py) turns the differences into
+actions; verify (verify.py) turns them into Findings. Because both consume the same objects, apply and verify
+cannot disagree about what "tuned" means (the lesson ansible-lockdown teaches with its shared toggles).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Sequence
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import bootloader
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
+    ParseError,
+    ascii_int,
+    od_clock_command,
+    parse_choice,
+    parse_cpulist,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import format_state, parse_state
+
+# Kinds of Setting
+ATTR = "attr"  # a kernel attribute (sysfs/procfs): written with one write(2), never created
+FILE = "file"  # a whole config file owned by nodetune (sysctl.d, udev rules, profile.d ...)
+LINE = "line"  # one KEY=VALUE line in a file nodetune does not own (/etc/default/irqbalance)
+ABSENT = "absent"  # a file that must not exist (e.g. a stale nodetune file)
+SERVICE = "service"  # a systemd unit's enabled/active state
+BOOT = "boot"  # the boot loader's kernel command line (bootloader.py): value "add -remove" words, set by its tool
+
+KINDS = (ATTR, FILE, LINE, ABSENT, SERVICE, BOOT)
+
+# How the current value is compared with the desired one
+EXACT = "exact"
+INT = "int"
+CHOICE = "choice"  # "[none] mq-deadline": compare the bracketed (active) entry
+CPULIST = "cpulist"  # "0-3" == "0,1,2,3"
+WORDS = "words"  # whitespace-normalised ("4096\t87380" == "4096 87380")
+CONTENT = "content"  # whole file text
+# amdgpu's pp_od_clk_voltage: written as a command ("s 1 1900"), committed with a second write ("c"), read back as a
+# table; compared as the command that sets its maximum GFX clock (parse.od_clock_command)
+OD_CLOCK = "od_clock"
+
+COMPARES = (EXACT, INT, CHOICE, CPULIST, WORDS, CONTENT, OD_CLOCK)
+# what a kernel attribute compared this way takes after its value, as a write of its own (attr_writes)
+COMMITS = {OD_CLOCK: "c"}
+
+# Apply order: lower first, declared per area in areas/declarations.py (order, steps).
+ORDER = areas.apply_order()
+
+_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_\-]+)+$")
+
+
+class SettingError(ValueError):
+    """A Setting (or the variables it came from) is invalid; raised before anything is written."""
+
+    def __init__(self, errors: List[str]) -> None:
+        self.errors = list(errors)
+        super().__init__("; ".join(self.errors))
+
+
+class Setting(object):
+    """One desired state of one thing on a node.
+
+    ``id`` is the stable check id (``nvme.scheduler``) shared by apply, verify, waivers and reports;
+    ``target`` names the instance (``nvme0n1``, ``irq 142``, ``vm.dirty_ratio``) so that id+target is unique.
+    """
+
+    __slots__ = ("id", "target", "path", "value", "kind", "compare", "order", "area", "persist",
+                 "reboot_required", "reason", "mode", "key", "disruptive", "runtime", "after")
+
+    def __init__(self, id: str, target: str, path: str, value: Any, kind: str = ATTR,
+                 compare: str = EXACT, order: Optional[int] = None, area: str = "",
+                 persist: Optional[str] = None, reboot_required: bool = False, reason: str = "",
+                 mode: int = 0o644, key: Optional[str] = None, disruptive: bool = False,
+                 runtime: bool = True, after: Sequence[str] = ()) -> None:
+        self.id = id
+        self.target = target
+        self.path = path.lstrip("/")
+        self.value = "" if value is None else str(value)
+        self.kind = kind
+        self.compare = compare
+        self.order = order if order is not None else _default_order(id)
+        self.area = area or id.split(".", 1)[0]
+        self.persist = persist
+        self.reboot_required = reboot_required
+        self.reason = reason
+        self.mode = mode
+        self.key = key
+        self.disruptive = disruptive
+        # runtime: a kernel attribute that a reboot resets (restored at boot by nodetune-restore)
+        self.runtime = runtime and kind == ATTR
+        # what must be in place before this one is written: the paths of files (a unit file before its enable),
+        # "service:<unit>" for a service; only those planned in the same run count
+        self.after = tuple(after)
+
+    @property
+    def uid(self) -> str:
+        return "%s[%s]" % (self.id, self.target)
+
+    def to_dict(self) -> Dict[str, Any]:
+        data = dict((name, getattr(self, name)) for name in self.__slots__)
+        data["mode"] = "%04o" % self.mode
+        data["after"] = list(self.after)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "Setting":
+        values = dict(data)
+        if isinstance(values.get("mode"), str):
+            values["mode"] = int(values["mode"], 8)
+        return cls(**values)
+
+    def __repr__(self) -> str:
+        return "Setting(%s -> %r)" % (self.uid, self.value if self.kind != FILE else "<file>")
+
+
+def _default_order(setting_id: str) -> int:
+    for prefix in sorted(ORDER, key=len, reverse=True):
+        if setting_id == prefix or setting_id.startswith(prefix + "."):
+            return ORDER[prefix]
+    return 90
+
+
+def key_of(setting: Setting) -> str:
+    """What a Setting changes, as its ``after`` names it and the journal keys it: a path, or ``service:<unit>``."""
+    return "service:" + setting.target if setting.kind == SERVICE else setting.path
+
+
+def in_dependency_order(settings: List[Setting]) -> List[Setting]:
+    """``settings`` (already in apply order) with each one moved after those it names in ``after``, the rest
+    keeping their order. systemd refuses to enable a unit whose file is not there yet ("Failed to enable unit,
+    unit ... does not exist", systemctl 252), so the order of the names alone cannot decide."""
+    keys = set(key_of(s) for s in settings)
+    placed: set = set()
+    waiting: Dict[str, List[Setting]] = {}
+    out: List[Setting] = []
+
+    def place(setting: Setting) -> None:
+        blockers = [k for k in setting.after if k in keys and k not in placed]
+        if blockers:
+            waiting.setdefault(blockers[0], []).append(setting)
+            return
+        out.append(setting)
+        placed.add(key_of(setting))
+        for follower in waiting.pop(key_of(setting), []):
+            place(follower)
+
+    for setting in settings:
+        place(setting)
+    if waiting:
+        stuck = sorted(s.uid for group in waiting.values() for s in group)
+        raise SettingError(["%s: its 'after' dependencies form a cycle or wait on each other" % uid
+                            for uid in stuck])
+    return out
+
+
+def check_shape(settings: List[Setting]) -> None:
+    """Structural validation of a Setting list (ids, kinds, no two values for one path)."""
+    errors: List[str] = []
+    seen: Dict[str, Setting] = {}
+    for setting in settings:
+        if not _ID.match(setting.id):
+            errors.append("setting id %r is not valid: ids look like 'area.name' (e.g. 'nvme.scheduler')"
+                          % setting.id)
+        if setting.kind not in KINDS:
+            errors.append("%s: kind %r is not one of %s" % (setting.uid, setting.kind, ", ".join(KINDS)))
+        if setting.compare not in COMPARES:
+            errors.append("%s: compare %r is not one of %s" % (setting.uid, setting.compare, ", ".join(COMPARES)))
+        if "\x00" in setting.value or "\x00" in setting.path:
+            errors.append("%s: NUL byte in path or value" % setting.uid)
+        if setting.kind == ATTR and "\n" in setting.value.strip():
+            errors.append("%s: a kernel attribute value cannot span lines: %r" % (setting.uid, setting.value))
+        if setting.kind == SERVICE:  # services have no path: the unit is the thing set
+            key = "service:" + setting.target
+        elif setting.kind == LINE:
+            key = "%s:%s" % (setting.path, setting.key)
+        else:
+            key = setting.path
+        other = seen.get(key)
+        if other is not None and other.value != setting.value:
+            errors.append("%s and %s both set %s to different values (%r, %r)"
+                          % (other.uid, setting.uid, key, other.value, setting.value))
+        seen[key] = setting
+    if errors:
+        raise SettingError(errors)
+
+
+def normalize(setting: Setting, text: Optional[str]) -> Optional[str]:
+    """The comparable form of a value read from the node (``None`` = absent)."""
+    return normalize_as(setting.compare, text)
+
+
+def normalize_as(compare: str, text: Optional[str]) -> Optional[str]:
+    """:func:`normalize` for a comparison named by itself (a journal entry keeps only that of its Setting)."""
+    if text is None:
+        return None
+    if compare == CHOICE:
+        active = parse_choice(text)[0]
+        return active
+    if compare == CPULIST:
+        try:
+            return ",".join(str(c) for c in parse_cpulist(text))
+        except ParseError:
+            return text.strip()
+    if compare == INT:
+        try:
+            return str(ascii_int(text.strip()))
+        except ParseError:
+            return text.strip()
+    if compare == WORDS:
+        return " ".join(text.split())
+    if compare == CONTENT:
+        return text
+    if compare == OD_CLOCK:
+        return od_clock_command(text)
+    return text.strip()
+
+
+def attr_writes(compare: str, value: str) -> List[str]:
+    """The write(2)s that set a kernel attribute to ``value``: the value, then its commit where the attribute takes
+    one (rocm_smi_lib's rsmi_perf_determinism_mode_set writes "s 1 <clock>" then "c" to pp_od_clk_voltage; amdgpu
+    parses one command per write, amdgpu_set_pp_od_clk_voltage)."""
+    commit = COMMITS.get(compare)
+    return [value] if commit is None else [value, commit]
+
+
+def read_line(text: Optional[str], key: str) -> Optional[str]:
+    """Value of the last ``KEY=value`` line (shell-variable files), unquoted; None where unset."""
+    if text is None:
+        return None
+    value = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(key + "="):
+            value = stripped[len(key) + 1:].strip().strip("\"'")
+    return value
+
+
+def set_line(text: Optional[str], key: str, value: str) -> str:
+    """Return ``text`` with ``KEY="value"`` set: the last existing assignment replaced, else appended."""
+    lines = (text or "").splitlines()
+    new_line = '%s="%s"' % (key, value)
+    for index in range(len(lines) - 1, -1, -1):
+        if lines[index].strip().startswith(key + "="):
+            lines[index] = new_line
+            break
+    else:
+        lines.append(new_line)
+    return "\n".join(lines) + "\n"
+
+
+def read_current(root: Root, setting: Setting, services: Any = None) -> Optional[str]:
+    """The node's current value for a Setting, in comparable form (None = absent / unknown)."""
+    if setting.kind == SERVICE:
+        if services is None:
+            return None
+        wanted = parse_state(setting.value)
+        return format_state(services.state(setting.target), sorted(wanted))
+    if setting.kind == ABSENT:
+        return "present" if root.exists(setting.path) else "absent"
+    if setting.kind == BOOT:
+        return bootloader.current(root, setting.key or "", setting.value)
+    if setting.kind == LINE:
+        return read_line(root.read(setting.path, strip=False), setting.key or "")
+    if setting.kind == FILE:
+        return root.read(setting.path, strip=False)
+    return normalize(setting, root.read(setting.path))
+
+
+def desired(setting: Setting) -> str:
+    """The desired value in comparable form."""
+    if setting.kind == SERVICE:
+        wanted = parse_state(setting.value)
+        return format_state(wanted, sorted(wanted))
+    if setting.kind == LINE:
+        return setting.value
+    if setting.kind == ABSENT:
+        return "absent"
+    if setting.kind == BOOT:
+        return bootloader.describe(*bootloader.requirement(setting.value))
+    return normalize(setting, setting.value) or ""
+
+
+def matches(root: Root, setting: Setting, services: Any = None) -> bool:
+    return read_current(root, setting, services) == desired(setting)
