@@ -20,13 +20,17 @@ area's lab variables and the verify audit, as site.yml calls it) runs ``--repeat
 a fresh process, the module's main with its arguments (:data:`NOOP_CHILD`). In that process the discovery
 (node.load's ``topology.discover``) is timed; the share is its CPU time over the process's (interpreter, imports,
 discovery, plan, the comparison of every Setting, the audit). AnsiballZ's unpacking is not in it, so the share of
-a real run is a little lower than this one.
+a real run is a little lower than this one. The no-op runs alternate, round by round, between the two ways the
+module can discover: with the node's structure cache (discover/structure.py: the first run kept it beside the
+journal; the child checks that every kept section was taken from it) and without it (the same module, its store
+left out of discover, as before the cache): the two shares side by side, the target judged on the cached one.
 
 Also printed, to show what bounds the ratio: the start-up of the Python interpreter alone and of ``nodetune`` with
 its imports (``nodetune discover --root /nonexistent``, an error after the imports), and per root where a
 discovery's time goes (:data:`BREAKDOWN_CHILD`: one discovery per fresh process, as the CLI runs it, its sections
 timed): the IRQ section (``/proc/interrupts`` parsed, then three files of each ``/proc/irq/N``) is work lstopo
-does not do at all, so the table also gives the ratio the rest of the run would have on its own.
+does not do at all, so the table also gives the ratio the rest of the run would have on its own. For the no-op
+nodes the same sections are timed with and without the structure cache (``--cached``: a read-only store).
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ NOT_FULL_ROOTS = {
     "prometheus-procfs-fixtures": "a composite of many machines' files: not one node's root",
 }
 SMALL_CAPTURE = "hwloc-opteron"  # the quick mode's one real capture: the quickest to extract
+CACHE = "var/lib/nodetune/topology-structure.json"  # discover/structure.py CACHE
+CACHED_SECTIONS = ("cpus", "cpufreq", "l3_domains", "pci", "irq_nodes")  # what a no-op takes from it
 
 
 def child_env() -> dict[str, str]:
@@ -156,34 +162,43 @@ def timed(func, group):
     return run
 for name, group in GROUPS.items():
     setattr(topology, name, timed(getattr(topology, name), group))
-discover_irq.parse_interrupts = timed(discover_irq.parse_interrupts, "interrupts_parse")
+discover_irq.interrupt_rows = timed(discover_irq.interrupt_rows, "interrupts_parse")
+store = None
+if "--cached" in sys.argv:
+    from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import StructureStore
+    store = StructureStore(sys.argv[1])  # read only
 gc.disable()
 t2 = time.perf_counter()
-topo = topology.discover(sys.argv[1], irq_counts=sys.argv[2:] != ["--no-irq-counts"])
+topo = topology.discover(sys.argv[1], irq_counts="--no-irq-counts" not in sys.argv, structure=store)
 t3 = time.perf_counter()
 text = encode_json(topo)
 t4 = time.perf_counter()
 out = {k: v * 1e3 for k, v in spent.items()}
 out.update(imports=(t1 - t0) * 1e3, discover=(t3 - t2) * 1e3, json=(t4 - t3) * 1e3, irqs_count=len(topo["irqs"]),
-           pci_count=len(topo["pci_devices"]), cpus_count=len(topo["cpus"]))
+           pci_count=len(topo["pci_devices"]), cpus_count=len(topo["cpus"]), hits=len(store.hits) if store else 0)
 print(json.dumps(out))
 """
 
 
 # One no-op tune module call in a fresh process, as the node runs it (the module's main, its arguments from a file,
 # the profile Ansible's controller gives), with node.load's discovery timed; writes one JSON object to argv[2].
+# argv[3]: "cached" (as the module runs), or "fresh" (its structure store left out of discover: no cache read or kept).
 NOOP_CHILD = r"""
 import contextlib, io, json, resource, sys, time
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
-spent = {"discover_cpu_s": 0.0, "discoveries": 0}
+spent = {"discover_cpu_s": 0.0, "discoveries": 0, "hits": []}
 discover = node.discover
 def timed(*args, **kwargs):
+    if sys.argv[3] == "fresh":
+        kwargs["structure"] = None
     start = time.process_time()
     try:
         return discover(*args, **kwargs)
     finally:
         spent["discover_cpu_s"] += time.process_time() - start
         spent["discoveries"] += 1
+        if kwargs.get("structure") is not None:
+            spent["hits"] = list(kwargs["structure"].hits)
 node.discover = timed
 from ansible.module_utils import basic
 with open(sys.argv[1], "rb") as handle:
@@ -265,58 +280,97 @@ def noop_share(workdir: Path, rounds: int) -> list[dict]:
         simnode.build(spec, str(root))
         args = workdir / (root.name + ".args.json")
         args.write_text(json.dumps(module_args(root)))
-        out = workdir / (root.name + ".out.json")
-        samples = []
-        for index in range(rounds + 1):  # the first run tunes the fresh node; the others are the no-op
-            sample = _common.run_timed([sys.executable, "-c", NOOP_CHILD, str(args), str(out)], env=env)
-            data = json.loads(out.read_text()) if sample.returncode == 0 and out.is_file() else None
-            if data is None or data["failed"]:
-                raise SystemExit(f"the tune module failed on {label}: {(data or {}).get('msg')}\n"
-                                 f"{sample.stderr[-2000:]}")
-            if index and data["changed"]:
-                raise SystemExit(f"the tune module changed {label} again: not a no-op")
-            if index:
-                samples.append(data)
+        call = (label, args, workdir / (root.name + ".out.json"), env)
+        noop_run(*call, "cached", first=True)  # tunes the fresh node and keeps its structure beside the journal
+        if not (root / CACHE).is_file():
+            raise SystemExit(f"the first tune run on {label} kept no structure cache ({CACHE})")
+        samples: dict[str, list[dict]] = {"fresh": [], "cached": []}
+        for index in range(rounds):
+            for mode in (MODES if index % 2 == 0 else MODES[::-1]):
+                samples[mode].append(noop_run(*call, mode))
+        modes = {}
+        for mode, taken in samples.items():
+            modes[mode] = {"noop_cpu_ms": statistics.median(s["process_cpu_s"] for s in taken) * 1e3,
+                           "discover_cpu_ms": statistics.median(s["discover_cpu_s"] for s in taken) * 1e3,
+                           "share": statistics.median(s["discover_cpu_s"] / s["process_cpu_s"] for s in taken),
+                           "runs": len(taken),
+                           "breakdown_ms": breakdown(root, rounds, irq_counts=False, cached=mode == "cached")}
         topo_cpus = len(list((root / "sys/devices/system/cpu").glob("cpu[0-9]*")))
         irqs = len([name for name in os.listdir(root / "proc/irq") if name.isdigit()])
-        process = statistics.median(s["process_cpu_s"] for s in samples) * 1e3
-        discovery = statistics.median(s["discover_cpu_s"] for s in samples) * 1e3
-        share = statistics.median(s["discover_cpu_s"] / s["process_cpu_s"] for s in samples)
-        results.append({"node": label, "cpus": topo_cpus, "irqs": irqs, "noop_cpu_ms": process,
-                        "discover_cpu_ms": discovery, "share": share, "runs": len(samples),
-                        "breakdown_ms": breakdown(root, rounds, irq_counts=False)})
+        results.append({"node": label, "cpus": topo_cpus, "irqs": irqs, "modes": modes})
     return results
 
 
+def noop_run(label: str, args: Path, out: Path, env: dict[str, str], mode: str, first: bool = False) -> dict:
+    """One tune module call (:data:`NOOP_CHILD`) in ``mode``; after the ``first``, a no-op, and with the cache, one
+    that took every kept section from it."""
+    sample = _common.run_timed([sys.executable, "-c", NOOP_CHILD, str(args), str(out), mode], env=env)
+    data = json.loads(out.read_text()) if sample.returncode == 0 and out.is_file() else None
+    if data is None or data["failed"]:
+        raise SystemExit(f"the tune module failed on {label}: {(data or {}).get('msg')}\n{sample.stderr[-2000:]}")
+    if not first and data["changed"]:
+        raise SystemExit(f"the tune module changed {label} again: not a no-op")
+    if mode == "cached" and not first and sorted(data["hits"]) != sorted(CACHED_SECTIONS):
+        raise SystemExit(f"the no-op on {label} took {data['hits']} from the structure cache, not every kept "
+                         f"section ({', '.join(CACHED_SECTIONS)})")
+    return data
+
+
+MODES = ("fresh", "cached")
+MODE_TEXT = {"fresh": "no cache", "cached": "cache"}
+
+
 def share_report(rows: list[dict]) -> tuple[str, list[str]]:
-    """The table (with where a discovery's time goes, :func:`breakdown`) and the ratio lines."""
+    """The table: per node, the share without and with the structure cache side by side, then where a discovery's
+    time goes in each (:func:`breakdown`); and the ratio lines (the target judged with the cache)."""
     table_rows = []
     for r in rows:
-        b = r["breakdown_ms"]
-        other = max(0.0, b["discover"] - b["irqs"] - b["pci"] - b["cpus"])  # medians of separate samples
-        table_rows.append([r["node"], r["cpus"], r["irqs"], f"{r['noop_cpu_ms']:.0f}", f"{r['discover_cpu_ms']:.0f}",
-                           f"{r['share'] * 100:.1f}%", f"{b['irqs']:.1f} ({b['interrupts_parse']:.1f})",
-                           f"{b['pci']:.1f}", f"{b['cpus']:.1f}", f"{other:.1f}"])
-    text = _common.table(["node", "CPUs", "IRQs", "no-op CPU ms", "discovery CPU ms", "share",
-                          "IRQs ms (of it /proc/interrupts)", "PCI ms", "CPUs ms", "other ms"], table_rows)
-    lines = [f"ratio discovery share of a no-op run, {r['node']}: {r['share'] * 100:.1f}% of the tune module's "
-             f"process CPU ({r['discover_cpu_ms']:.0f} of {r['noop_cpu_ms']:.0f} ms; target < "
-             f"{SHARE_TARGET * 100:g}%): {'OK' if r['share'] < SHARE_TARGET else 'OVER'}" for r in rows]
+        fresh, cached = r["modes"]["fresh"], r["modes"]["cached"]
+        table_rows.append([r["node"], r["cpus"], r["irqs"],
+                           f"{fresh['noop_cpu_ms']:.0f} / {cached['noop_cpu_ms']:.0f}",
+                           f"{fresh['discover_cpu_ms']:.1f} / {cached['discover_cpu_ms']:.1f}",
+                           f"{fresh['share'] * 100:.1f}% / {cached['share'] * 100:.1f}%"])
+    text = _common.table(["node", "CPUs", "IRQs", "no-op CPU ms (no cache / cache)",
+                          "discovery CPU ms (no cache / cache)", "share (no cache / cache)"], table_rows)
+    parts = []
+    for r in rows:
+        for mode in MODES:
+            b = r["modes"][mode]["breakdown_ms"]
+            other = max(0.0, b["discover"] - b["irqs"] - b["pci"] - b["cpus"])  # medians of separate samples
+            parts.append([f"{r['node']}, {MODE_TEXT[mode]}", f"{b['discover']:.1f}",
+                          f"{b['irqs']:.1f} ({b['interrupts_parse']:.1f})", f"{b['pci']:.1f}", f"{b['cpus']:.1f}",
+                          f"{other:.1f}"])
+    text += "\n\nwhere a discovery's time goes (ms, wall, one discovery per fresh process, medians)\n" + _common.table(
+        ["node", "discovery", "IRQs (of it /proc/interrupts)", "PCI", "CPUs", "other"], parts)
+    lines = []
+    for r in rows:  # the verdict on the module as it runs (with the cache); the figure without it beside
+        fresh, cached = r["modes"]["fresh"], r["modes"]["cached"]
+        lines.append(f"ratio discovery share of a no-op run, {r['node']}: {cached['share'] * 100:.1f}% of the tune "
+                     f"module's process CPU ({cached['discover_cpu_ms']:.0f} of {cached['noop_cpu_ms']:.0f} ms; "
+                     f"target < {SHARE_TARGET * 100:g}%): {'OK' if cached['share'] < SHARE_TARGET else 'OVER'}")
+        lines.append(f"ratio discovery share of a no-op run without the structure cache, {r['node']}: "
+                     f"{fresh['share'] * 100:.1f}% of the tune module's process CPU ({fresh['discover_cpu_ms']:.0f} "
+                     f"of {fresh['noop_cpu_ms']:.0f} ms; informational: the figure before the cache)")
     return text, lines
 
 
-def breakdown(root: Path, rounds: int, irq_counts: bool = True) -> dict[str, float]:
+def breakdown(root: Path, rounds: int, irq_counts: bool = True, cached: bool = False) -> dict[str, float]:
     """Medians (ms) of the sections of one discovery per fresh process (see :data:`BREAKDOWN_CHILD`); without
-    ``irq_counts`` as the tune and verify modules discover (node.load)."""
+    ``irq_counts`` as the tune and verify modules discover (node.load); ``cached``: with the node's structure cache,
+    every kept section taken from it."""
     env = child_env()
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "collection"), str(REPO / "src")])
     samples = []
     for _ in range(rounds):
         sample = _common.run_timed([sys.executable, "-c", BREAKDOWN_CHILD, str(root)]
-                                   + ([] if irq_counts else ["--no-irq-counts"]), env=env)
+                                   + ([] if irq_counts else ["--no-irq-counts"]) + (["--cached"] if cached else []),
+                                   env=env)
         if sample.returncode != 0:
             raise SystemExit(f"breakdown failed on {root}:\n{sample.stderr[-2000:]}")
         samples.append(json.loads(sample.stdout))
+        if cached and samples[-1]["hits"] != len(CACHED_SECTIONS):
+            raise SystemExit(f"breakdown on {root}: {samples[-1]['hits']} sections from the structure cache, not "
+                             f"{len(CACHED_SECTIONS)}")
     import statistics
 
     return {key: statistics.median(s[key] for s in samples) for key in samples[0]}

@@ -5,6 +5,7 @@ Run from the repository root (after ``scripts/bootstrap.sh``)::
 
     .venv/bin/python bench/fleet_cost.py [--nodes 1,8,32,64] [--repeat 3] [--mitogen auto|yes|no]
                                          [--workdir DIR] [--keep] [--connection local|ssh]
+                                         [--specs mi250,mi300x] [--cases ping,site,...]
 
 (``bench/run.py`` runs this with the discovery and planner benchmarks.) Builds the largest fleet once (half the
 MI250 spec, half the MI300X spec of inventories/lab/specs; each spec is built once and copied, in /dev/shm where it
@@ -15,17 +16,19 @@ exists), writes an inventory per fleet size with the lab's opt-ins, and times, w
 - ``site (no-op)``: site.yml again, nothing to change;
 - ``apply (no-op)``: playbooks/apply.yml alone, nothing to change.
 
+``--specs mi300x`` builds every node from that spec alone (the full-size MI300X node: 384 CPUs, 8 GPUs, ~1,064
+changes on a first run), ``--cases`` times only the cases named (ping always: the unit). With more than one fleet
+size, ``peak MB`` per host closes the table: the least-squares slope of each case's peak over N, beside ping's (the
+controller's memory per host; issue 28's goal: <= 0.1 MB per host on a first run and on a rerun).
+
 Each round puts the nodes back to their fresh state (untimed: only the files a run changed are restored), then runs
 the four, ping first in even rounds and last in odd ones; the medians of ``--repeat`` rounds are compared.
 Targets (issue 13): site <= 2.5x ping, a no-op rerun <= 1.5x ping. With mitogen installed (it is not a
 dependency: ``pip install mitogen==0.3.54``), the same runs are repeated with its ``mitogen_linear`` strategy.
 
-``--connection ssh`` (root, with openssh-server and sudo) reaches every node over real SSH instead: a throw-away
-sshd on 127.0.0.1 and a non-root user with passwordless sudo (tests/support/sshd.py, as the SSH test lane uses),
-``become: true``, the system Python on the node. Its ratio lines say ``fleet[stock, ssh]``; the module processes
-alone (what bounds it) are timed only with the local connection. Over SSH the CPU columns are the controller's
-alone (the modules run under sshd, not below ansible-playbook), and the runs share Ansible's ControlPersist
-connection (60 s), as runs in a row do: only the first run opens one.
+``--connection ssh`` (root, with openssh-server and sudo) reaches every node over real SSH instead: that is
+bench/fleet_ssh.py (a throw-away sshd on 127.0.0.1, a sudo user, ``become: true``, pipelining off and on side by
+side, the nodes' CPU counted apart from the controller's; issue 28's targets), with these fleet sizes and rounds.
 """
 
 from __future__ import annotations
@@ -140,8 +143,9 @@ class Node:
 class Fleet:
     """Simulated nodes in ``workdir``: one template per spec, the nodes are its copies, restorable to fresh."""
 
-    def __init__(self, workdir: Path, connection_vars: dict | None = None) -> None:
+    def __init__(self, workdir: Path, connection_vars: dict | None = None, specs: tuple[str, ...] = SPECS) -> None:
         self.workdir = workdir
+        self.specs = specs
         self.connection_vars = connection_vars or LOCAL  # how the playbooks reach the nodes
         self.templates: dict[str, Path] = {}
         self.manifests: dict[str, Manifest] = {}
@@ -149,7 +153,7 @@ class Fleet:
 
     def build(self, count: int) -> None:
         for index in range(len(self.nodes), count):
-            spec = SPECS[index % len(SPECS)]
+            spec = self.specs[index % len(self.specs)]
             template = self._template(spec)
             dest = self.workdir / "nodes" / f"{spec}-{index:03d}"
             if not dest.exists():
@@ -224,14 +228,15 @@ def run_playbook(inventory: Path, playbook: str, env: dict[str, str], label: str
     return sample
 
 
-def measure(fleet: Fleet, count: int, rounds: int, strategy: str) -> dict[str, _common.Series]:
-    """Medians of ``rounds`` interleaved rounds of the four cases over the first ``count`` nodes."""
+def measure(fleet: Fleet, count: int, rounds: int, strategy: str, cases: tuple[str, ...] = CASES
+            ) -> dict[str, _common.Series]:
+    """Medians of ``rounds`` interleaved rounds of the cases over the first ``count`` nodes."""
     inventory = fleet.inventory(count)
     env = playbook_env(strategy)
     ping = str(fleet.workdir / "ping.yml")
-    series = {name: _common.Series(name) for name in CASES}
+    series = {name: _common.Series(name) for name in cases}
     for index in range(rounds):
-        order = list(CASES) if index % 2 == 0 else list(CASES[1:]) + [CASES[0]]
+        order = list(cases) if index % 2 == 0 else list(cases[1:]) + [cases[0]]
         for case in order:
             if case in ("site", "site (no cache)"):
                 fleet.restore(count)  # fresh nodes
@@ -258,11 +263,33 @@ def report(count: int, strategy: str, series: dict[str, _common.Series]) -> tupl
     text = _common.table(["run", "wall s", "x ping", "cpu s", "x ping", "wall s/node", "cpu s/node", "peak MB"], rows)
     lines = []
     for name, target in TARGETS.items():
+        if name not in figures:
+            continue
         fig = figures[name]
         lines.append(f"ratio fleet[{strategy}] N={count} {name}: {fig['wall_x_ping']:.2f}x ping wall, "
                      f"{fig['cpu_x_ping']:.2f}x ping CPU (target <= {target:g}x): "
                      f"{_common.verdict(fig['wall_x_ping'], target)}")
     return text, lines, figures
+
+
+def slope(points: list[tuple[int, float]]) -> float:
+    """The least-squares slope of ``(n, value)`` points (0 for fewer than two sizes)."""
+    if len({n for n, _value in points}) < 2:
+        return 0.0
+    mean_n = sum(n for n, _value in points) / len(points)
+    mean_v = sum(v for _n, v in points) / len(points)
+    return (sum((n - mean_n) * (v - mean_v) for n, v in points)
+            / sum((n - mean_n) ** 2 for n, _value in points))
+
+
+def memory_report(by_size: dict[str, dict]) -> tuple[str, dict[str, float]]:
+    """Peak MB per fleet size and case, and its growth per host (the slope over N) beside ping's."""
+    sizes = sorted(by_size, key=int)
+    names = list(by_size[sizes[0]])
+    growth = {name: slope([(int(n), by_size[n][name]["max_rss_mb"]) for n in sizes]) for name in names}
+    rows = [[name, *(by_size[n][name]["max_rss_mb"] for n in sizes), growth[name]] for name in names]
+    text = _common.table(["peak MB", *(f"N={n}" for n in sizes), "MB/host"], rows)
+    return text, {name: round(value, 4) for name, value in growth.items()}
 
 
 # --------------------------------------------------------------------------------------------- what bounds it
@@ -348,30 +375,34 @@ def strategies(choice: str) -> list[str]:
 
 
 def run(sizes: list[int], rounds: int, mitogen: str, workdir: Path | None, keep: bool,
-        out: list[str] | None = None, bound: bool = True, connection: str = "local") -> dict:
+        out: list[str] | None = None, bound: bool = True, connection: str = "local",
+        specs: tuple[str, ...] = SPECS, cases: tuple[str, ...] = CASES) -> dict:
     """Measure every fleet size with every strategy; print as it goes; return the figures (and ratio lines in
     ``out``)."""
-    if connection == "ssh" and sshd.refusal():
-        raise SystemExit(f"--connection ssh: {sshd.refusal()}")
+    if connection == "ssh":
+        import fleet_ssh  # it imports this module
+
+        return fleet_ssh.run(sizes, rounds, workdir=workdir, keep=keep, out=out)
     with sshd.sshd_server() if connection == "ssh" else contextlib.nullcontext() as server:
-        return _run(sizes, rounds, mitogen, workdir, keep, out, bound and server is None, server)
+        return _run(sizes, rounds, mitogen, workdir, keep, out, bound and server is None, server, specs, cases)
 
 
 def _run(sizes: list[int], rounds: int, mitogen: str, workdir: Path | None, keep: bool, out: list[str] | None,
-         bound: bool, server: sshd.SshServer | None) -> dict:
-    folder = workdir or _common.shm_dir("nodetune-fleet-", inodes=NODE_ENTRIES * (max(sizes) + len(SPECS)))
+         bound: bool, server: sshd.SshServer | None, specs: tuple[str, ...] = SPECS,
+         cases: tuple[str, ...] = CASES) -> dict:
+    folder = workdir or _common.shm_dir("nodetune-fleet-", inodes=NODE_ENTRIES * (max(sizes) + len(specs)))
     if server:
         folder.chmod(0o755)  # the SSH user reaches the nodes' folder (root writes them, through sudo)
     results: dict = {"sizes": sizes, "rounds": rounds, "connection": "ssh" if server else "local", "strategies": {}}
     try:
-        fleet = Fleet(folder, server.host_vars() if server else None)
+        fleet = Fleet(folder, server.host_vars() if server else None, specs)
         build = _common.timed_call(lambda: fleet.build(max(sizes)))
         print(f"fleet: {max(sizes)} simulated nodes in {folder} ({build.wall:.0f} s to build); "
               f"{_common.load_text()}", flush=True)
         for strategy in strategies(mitogen):
             results["strategies"][strategy] = {}
             for count in sizes:
-                series = measure(fleet, count, rounds, strategy)
+                series = measure(fleet, count, rounds, strategy, cases)
                 label = f"{strategy}, ssh" if server else strategy
                 text, lines, figures = report(count, label, series)
                 print(f"\nfleet[{label}] N={count} (median of {rounds}; {_common.load_text()})\n{text}")
@@ -379,6 +410,11 @@ def _run(sizes: list[int], rounds: int, mitogen: str, workdir: Path | None, keep
                 if out is not None:
                     out.extend(lines)
                 results["strategies"][strategy][str(count)] = figures
+            if len(sizes) > 1:
+                text, growth = memory_report(results["strategies"][strategy])
+                print(f"\nfleet[{strategy}] controller memory: peak MB by fleet size, growth per host\n{text}",
+                      flush=True)
+                results.setdefault("peak_mb_per_host", {})[strategy] = growth
         if bound:
             costs = module_costs(fleet, rounds)
             largest = results["strategies"]["stock"][str(max(sizes))]["ping"]["cpu_s_per_node"]
@@ -408,6 +444,22 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
+def parse_specs(text: str) -> tuple[str, ...]:
+    specs = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [spec for spec in specs if not (SPEC_DIR / f"{spec}.yml").is_file()]
+    if not specs or unknown:
+        raise argparse.ArgumentTypeError(f"--specs takes lab specs of {SPEC_DIR} (mi250, mi300x), got {text!r}")
+    return specs
+
+
+def parse_cases(text: str) -> tuple[str, ...]:
+    wanted = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = sorted(wanted - set(CASES))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"--cases takes {', '.join(CASES)}; not a case: {', '.join(unknown)}")
+    return tuple(case for case in CASES if case in wanted or case == "ping")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=parse_sizes, default=list(DEFAULT_SIZES),
@@ -421,10 +473,14 @@ def main() -> int:
     parser.add_argument("--no-bound", action="store_true", help="skip timing the module processes alone")
     parser.add_argument("--connection", choices=CONNECTIONS, default="local",
                         help="reach the nodes with the local connection (default) or over SSH to 127.0.0.1 (root)")
+    parser.add_argument("--specs", type=parse_specs, default=SPECS,
+                        help="the lab specs the nodes are built from, in turn (default mi250,mi300x)")
+    parser.add_argument("--cases", type=parse_cases, default=CASES,
+                        help="the runs to time, comma-separated (default every one; ping is always timed)")
     args = parser.parse_args()
     print(_common.machine_text(_common.machine()))
     results = run(args.nodes, max(1, args.repeat), args.mitogen, args.workdir, args.keep, bound=not args.no_bound,
-                  connection=args.connection)
+                  connection=args.connection, specs=args.specs, cases=args.cases)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     return 0

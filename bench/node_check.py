@@ -33,21 +33,21 @@ EXPECTED = {"gpu_count": 8, "gpu_model": "MI300X", "compute_partition": "SPX", "
 
 def tuned_node(workdir):
     from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
-    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory
+    from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files
     from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
     from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 
     simkernel.install()  # the simulated node's writes are answered by the lab's kernel
 
-    from tests.unit.test_verify_module import role_areas
+    from tests.support.lab_vars import role_areas
 
     root = workdir / "mi300x"
     simnode.build(str(_common.REPO / "inventories/lab/specs/mi300x.yml"), str(root))
     state = node.load(str(root), role_areas(), {}, expected_inventory=EXPECTED)
     engine.apply(state.root, state.settings, services=state.services)
-    entries = sum(len(json.loads(p.read_text())["settings"]) for p in (root / inventory.CHECK_DIR).glob("*.json")
+    entries = sum(len(json.loads(p.read_text())["settings"]) for p in (root / checker_files.CHECK_DIR).glob("*.json")
                   if p.name != "inventory.json")
-    return root, root / inventory.CHECK_SCRIPT, entries
+    return root, root / checker_files.CHECK_SCRIPT, entries
 
 
 def main() -> int:

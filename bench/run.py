@@ -7,14 +7,17 @@ Run from the repository root (after ``scripts/bootstrap.sh``)::
     .venv/bin/python bench/run.py --quick    # smoke run: N=1, one repetition, one real capture (~1 min)
 
 Options: ``--only fleet,discovery,planner,reports``, ``--nodes 1,8,32,64``, ``--repeat N`` (rounds for all three),
-``--mitogen auto|yes|no``, ``--connection local|ssh`` (fleet: the nodes over SSH to 127.0.0.1, root only),
-``--json FILE`` (every figure, for docs/benchmarks.md).
+``--mitogen auto|yes|no``, ``--connection local|ssh`` (fleet: the nodes over SSH to 127.0.0.1, root only: the fleet
+part is then bench/fleet_ssh.py, 64 nodes and 2 rounds by default), ``--pipelining off,on`` (over SSH: the settings
+compared side by side), ``--json FILE`` (every figure, for docs/benchmarks.md).
 
 Each part compares side by side in one run, interleaved, medians of several runs, ratios rather than absolute
 times (the machines are shared and noisy); the load average is printed before each part. The last lines are
 the ratio lines with their targets (issues 8 and 13):
 
-- ``ratio fleet[...]``: site.yml <= 2.5x and a no-op rerun <= 1.5x a one-task ping playbook (issue 13);
+- ``ratio fleet[...]``: site.yml <= 2.5x and a no-op rerun <= 1.5x a one-task ping playbook (issue 13); over SSH
+  (``fleet[ssh, pipelining off|on]``, issue 28) site.yml <= 2.5x and the no-op rerun <= 1.3x, with and without
+  pipelining;
 - ``ratio discovery share of a no-op run ...`` (issue 28): discovery under 5% of a no-op tune call's process CPU on
   the largest lab node and a 1,152-CPU synthetic node (issue 8's ``nodetune discover`` <= 2x ``lstopo --input DIR``
   is still printed, without a verdict);
@@ -37,6 +40,7 @@ import _common  # noqa: E402
 import discovery  # noqa: E402
 import fleet_cost  # noqa: E402
 import fleet_reports  # noqa: E402
+import fleet_ssh  # noqa: E402
 import plan_scaling  # noqa: E402
 
 PARTS = ("fleet", "discovery", "planner", "reports")
@@ -61,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="fleet also with mitogen's strategy: where installed (auto), always, never")
     parser.add_argument("--connection", choices=fleet_cost.CONNECTIONS, default="local",
                         help="fleet: reach the nodes locally (default) or over SSH to 127.0.0.1 (root only)")
+    parser.add_argument("--pipelining", type=fleet_ssh.parse_modes, default=fleet_ssh.PIPELINING,
+                        help="fleet over SSH: the ANSIBLE_PIPELINING settings compared side by side (default off,on)")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     args = parser.parse_args(argv)
 
@@ -78,7 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     if "reports" in args.only:
         results["reports"] = fleet_reports.run([100, 1000] if args.quick else list(fleet_reports.DEFAULT_SIZES),
                                                ratio_lines)
-    if "fleet" in args.only:
+    if "fleet" in args.only and args.connection == "ssh":
+        ssh_sizes = args.nodes or ([1] if args.quick else list(fleet_ssh.DEFAULT_SIZES))
+        print(f"\nfleet over SSH: sizes {','.join(map(str, ssh_sizes))}; {_common.load_text()}", flush=True)
+        results["fleet"] = fleet_ssh.run(ssh_sizes, max(1, repeat or 2), args.pipelining, out=ratio_lines)
+    elif "fleet" in args.only:
         print(f"\nfleet: sizes {','.join(map(str, sizes))}; {_common.load_text()}", flush=True)
         results["fleet"] = fleet_cost.run(sizes, max(1, repeat or 3), args.mitogen, None, False, ratio_lines,
                                           connection=args.connection)

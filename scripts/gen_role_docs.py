@@ -262,7 +262,7 @@ def _quoted(text: str) -> str:
 
 
 # The modules of module_utils/areas/ that are not an area's builder.
-NOT_BUILDERS = {"builders", "common", "declarations", "persist", "rank_bind", "rocm_catalog"}
+NOT_BUILDERS = {"builders", "checker_files", "common", "declarations", "persist", "rank_bind", "rocm_catalog"}
 
 
 def render_builders() -> str:

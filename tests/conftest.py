@@ -5,6 +5,7 @@ import inspect
 import pytest
 
 from tests import realdata
+from tests.support import cache
 
 # Every test is in one group, a marker set here by its file: a new test file joins "core" unless listed.
 #   core       pure code on data and small simulated trees, in-process (discovery, layout, engine, checks)
@@ -17,6 +18,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "tests/test_quality.py",
         "tests/test_bootstrap_python.py",
         "tests/integration/test_api.py",
+        "tests/integration/test_bad_input.py",
         "tests/integration/test_cli.py",
         "tests/integration/test_fleet_slices.py",
         "tests/integration/test_galaxy.py",
@@ -73,8 +75,65 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(_GROUP_OF.get(rel, "core"))
 
 
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controlling process: xdist's workers inherit the folder
+        cache.open_session()
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        cache.close_session()
+
+
 def pytest_sessionfinish(session, exitstatus):
     realdata.cleanup()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_trees_stay_as_built():
+    """A test that wrote to a shared tree (one taken outside the ``shared_tree`` fixture) fails the session."""
+    yield
+    changed = cache.changed_shared_trees()
+    assert not changed, f"shared simulated trees were written to: {changed}"
+
+
+@pytest.fixture
+def shared_tree():
+    """Factory: ``shared_tree(spec)`` -> the session's tree of that spec, built once, to read only (the test that
+    writes to it fails)."""
+    handed: list = []
+
+    def take(spec):
+        tree = cache.shared_tree(spec)
+        handed.append(tree)
+        return tree
+
+    yield take
+    changed = [tree for tree in handed if not cache.untouched(tree)]
+    assert not changed, f"this test wrote to shared simulated trees (use fresh_tree to write): {changed}"
+
+
+@pytest.fixture
+def fresh_tree():
+    """Factory: ``fresh_tree(spec)`` -> a tree of the test's own, built in memory where there is room, removed
+    after the test."""
+    made: list = []
+
+    def build(spec):
+        tree = cache.fresh_tree(spec)
+        made.append(tree)
+        return tree
+
+    yield build
+    for tree in made:
+        cache.remove_fresh_tree(tree)
+
+
+@pytest.fixture
+def saved_topology():
+    """Factory: ``saved_topology(spec)`` -> the topology of that spec's tree, discovered once per session, a copy
+    for each call: for tests about planning, not discovery."""
+    return cache.topology
 
 
 @pytest.fixture

@@ -203,6 +203,68 @@ class Finding:
         """``id[target]``: how the reports (JUnit testcases, diff lines) name one finding."""
         return f"{self.id}[{self.target}]"
 
+    def as_dict(self) -> dict[str, Any]:
+        """The finding as the verify module writes it (its keys in the module's order)."""
+        return {name: getattr(self, name) for name in _FINDING_KEYS}
+
+
+#: a finding's keys as module_utils/audit/finding.py orders them
+_FINDING_KEYS = ("id", "target", "expected", "actual", "status", "severity", "remedy", "source", "waiver")
+
+
+class _OneCopy:
+    """``NodeResult.findings`` and ``NodeResult.report``, kept once: the findings as :class:`Finding` objects, the
+    report without them (put back together when asked, transport.report_with). Where the run left them in the
+    node's report file (``report_file``: a bounded result, plugin_utils/bounded_result.py) they are read from it on
+    first use, so a fleet's RunResult holds only the nodes' findings that are asked for (a full-size node's are
+    about 1 MB)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, node: NodeResult | None, owner: type | None = None) -> Any:
+        if node is None:
+            return None  # the dataclass field's default
+        state = node.__dict__
+        if state.get("_unread"):
+            _read_report_file(node)
+        if self.name == "findings":
+            return state.setdefault("_findings", [])
+        head = state.get("_report")
+        if head is None:
+            return None
+        from ansible_collections.nodetune.instinct.plugins.module_utils.audit.transport import report_with
+
+        return report_with(head, [f.as_dict() for f in state.get("_findings") or []])
+
+    def __set__(self, node: NodeResult, value: Any) -> None:
+        state = node.__dict__
+        if state.get("_unread"):
+            _read_report_file(node)  # what is set replaces what the file holds
+        if self.name == "findings":
+            state["_findings"] = list(value or [])
+            return
+        if value is None:
+            state["_report"] = None
+            return
+        head = dict(value)
+        findings = head.pop("findings", None)
+        state["_report"] = head
+        if isinstance(findings, list):
+            state["_findings"] = [Finding.from_dict(f) for f in findings if isinstance(f, Mapping)]
+
+
+def _read_report_file(node: NodeResult) -> None:
+    """The node's findings and report from its report file (:class:`_OneCopy`); raises ReportError."""
+    node.__dict__.pop("_unread", None)
+    try:
+        report = json.loads(Path(str(node.report_file)).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{node.host}: its report file {node.report_file} cannot be read: {exc}") from None
+    if not isinstance(report, dict) or not isinstance(report.get("findings"), list):
+        raise ReportError(f"{node.host}: its report file {node.report_file} holds no list of findings")
+    node.report = report
+
 
 @dataclass
 class NodeResult:
@@ -213,7 +275,8 @@ class NodeResult:
     status: NodeStatus = "ok"
     changed: bool = False
     settings: list[SettingChange] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
+    #: verify: every finding (read from ``report_file`` on first use where the run left them there)
+    findings: list[Finding] = _OneCopy()  # type: ignore[assignment]
     reboot_required: bool = False
     #: why the node failed or could not be reached (None otherwise)
     message: str | None = None
@@ -232,9 +295,13 @@ class NodeResult:
     topology: dict[str, Any] | None = None
     #: plan: the full Layout (docs/layout.md); apply: the tune module's layout summary
     layout: dict[str, Any] | None = None
-    #: verify: counts per status and the drifting ids; ``report``: the per-node JSON report
+    #: verify: counts per status and the drifting ids; ``report``: the per-node JSON report (its findings are
+    #: ``findings``: one copy)
     summary: dict[str, Any] | None = None
-    report: dict[str, Any] | None = None
+    report: dict[str, Any] | None = _OneCopy()  # type: ignore[assignment]
+    #: verify: the node's report file on the controller, where the run wrote it (``nodetune_report_dir``); the
+    #: findings and the report are read from it on first use (a later run that rewrites it changes what is read)
+    report_file: str | None = None
 
     @property
     def drift(self) -> list[Finding]:
@@ -247,6 +314,13 @@ class NodeResult:
     @property
     def failed(self) -> bool:
         return self.status in ("failed", "unreachable")
+
+    def _count(self, status: str) -> int:
+        """How many findings have ``status``: from the summary while the findings are still in the report file."""
+        counts = (self.summary or {}).get("counts") if self.__dict__.get("_unread") else None
+        if isinstance(counts, Mapping) and isinstance(counts.get(status), int):
+            return int(counts[status])
+        return sum(1 for f in self.findings if f.status == status)
 
 
 @dataclass
@@ -596,6 +670,16 @@ def _prepare_inventory(inventory: Inventory, work: str) -> str:
     return str(path)
 
 
+def _with_private_reports(operation: Operation, work: str, extra_vars: Mapping[str, Any] | None
+                          ) -> Mapping[str, Any] | None:
+    """A run that writes no report of its own (all but verify, unless told to verify or where) keeps the detail of
+    its bounded results (a tune result's changes: plugin_utils/bounded_result.py) in the run's folder, read back
+    before it is removed: never in a shared report folder, where a run beside it could replace them."""
+    if operation == "verify" or {"nodetune_report_dir", "nodetune_tune_verify"} & set(extra_vars or {}):
+        return extra_vars
+    return {**(extra_vars or {}), "nodetune_report_dir": os.path.join(work, "reports")}
+
+
 def _write_extra_vars(work: str, extra_vars: Mapping[str, Any]) -> None:
     """``env/extravars``, which ansible-runner passes as ``-e @FILE``: data that is never templated (and not on
     the command line, where every user of the machine can read it)."""
@@ -639,6 +723,7 @@ def _run_runner(operation: Operation, work: str, inventory_path: str, collector:
     # collection's playbooks run from an empty project folder with the user's own configuration.
     kwargs["project_dir"] = source.project_dir or os.path.join(work, "project")
     os.makedirs(kwargs["project_dir"], exist_ok=True)
+    extra_vars = _with_private_reports(operation, work, extra_vars)
     if extra_vars:
         _write_extra_vars(work, extra_vars)
     env = _runner_env(collector.results_dir)
@@ -815,9 +900,9 @@ class _Collector:
         for node in self.nodes.values():
             if node.status in ("failed", "unreachable"):
                 continue
-            if self.operation == "verify" and node.drift:
+            if self.operation == "verify" and node._count("drift"):
                 node.status = "drift"
-            elif self.operation == "verify" and node.pending:
+            elif self.operation == "verify" and node._count("pending"):
                 node.status = "pending"
             elif node.changed and self.operation in ("apply", "revert"):
                 node.status = "changed"
@@ -872,12 +957,12 @@ def _absorb(node: NodeResult, action: str, res: Mapping[str, Any]) -> str | None
     """Take what the nodetune modules return into the node's result; returns why it cannot, or None."""
     from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import restored
 
-    res = restored(res)  # a host failed for drift: its findings and changes are in the run's files
     node.warnings.extend(str(w) for w in res.get("warnings") or [])
     if action == _TOPOLOGY:
         facts = res.get("ansible_facts") or {}
         node.topology = facts.get("nodetune_topology")
     elif action == _TUNE:
+        res = restored(res)  # a bounded result: its changes are in the run's spill file (the findings stay there)
         node.settings = [SettingChange.from_action(a) for a in res.get("actions") or []]
         node.changed = node.changed or bool(res.get("changed"))
         node.reboot_required = bool(res.get("reboot_required"))
@@ -891,7 +976,7 @@ def _absorb(node: NodeResult, action: str, res: Mapping[str, Any]) -> str | None
         if isinstance(res.get("layout"), Mapping):
             node.layout = dict(res["layout"])
         if isinstance(res.get("verify"), Mapping):
-            return _absorb_audit(node, restored(res["verify"]))
+            return _absorb_audit(node, res["verify"])
     elif action == _VERIFY:
         if res.get("failed") and not res.get("failed_on_drift") and "findings" not in res:
             return None  # the module failed before its audit: the event's failure message says why
@@ -910,30 +995,43 @@ def _absorb_learned(nodes: Mapping[str, NodeResult], res: Mapping[str, Any]) -> 
         if node is None or node.failed or not isinstance(findings, list):
             continue
         dicts = [dict(f) for f in findings if isinstance(f, Mapping)]
-        merged = with_learned({"findings": [dataclasses.asdict(f) for f in node.findings],
-                               "summary": node.summary or {}}, dicts)
-        node.findings = [Finding.from_dict(f) for f in merged["findings"]]
+        report = node.report
+        merged = with_learned(report if report is not None else {
+            "findings": [f.as_dict() for f in node.findings], "summary": node.summary or {}}, dicts)
         node.summary = merged["summary"]
-        if node.report is not None:
-            node.report = with_learned(node.report, dicts)
+        if report is not None:
+            node.report = merged  # its findings with it: one copy
+        else:
+            node.findings = [Finding.from_dict(f) for f in merged["findings"]]
 
 
 def _absorb_audit(node: NodeResult, res: Mapping[str, Any]) -> str | None:
-    findings = res.get("findings")
-    if isinstance(findings, str):  # the compact transport of the tune action: one JSON text
-        try:
-            findings = json.loads(findings)
-        except ValueError:
-            return "its findings are not valid JSON"
-    if not isinstance(findings, list):
-        return "it holds no list of findings"
-    node.findings = [Finding.from_dict(f) for f in findings if isinstance(f, Mapping)]
+    """A verify result into the node: bounded (``findings_file``), its findings and report stay in the report file
+    until asked for; else decoded from the transport (module_utils/audit/transport.py), kept once."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import transport
+
     node.summary = res.get("summary")
-    report = res.get("report")
-    if isinstance(report, Mapping) and "findings" not in report:
-        report = {**report, "findings": findings}
-    node.report = dict(report) if isinstance(report, Mapping) else None
     node.notes.extend(str(n) for n in res.get("notes") or [])
+    if res.get("findings_file") and transport.FINDINGS not in res:
+        path = str(res["findings_file"])
+        if not os.path.isfile(path):
+            return f"its report file {path} is gone"
+        node.report_file = path
+        node.__dict__["_unread"] = True
+        if isinstance(node.summary, Mapping) and "drift_ids_total" in node.summary:
+            node.summary = (node.report or {}).get("summary")  # more drifting ids than a bounded result names
+        return None
+    try:
+        findings = transport.decode(res.get(transport.FINDINGS))
+    except transport.TransportError:
+        return "its findings are not valid JSON"
+    if findings is None:
+        return "it holds no list of findings"
+    report = res.get(transport.REPORT)
+    if isinstance(report, Mapping):
+        node.report = transport.report_with(report, findings)
+    else:
+        node.findings = [Finding.from_dict(f) for f in findings if isinstance(f, Mapping)]
     return None
 
 

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import sys
 
+# the exit codes (docs/cli.md) live below the commands with the options they share: no command imports cli.py
+from nodetune.commands._basics import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
+
 TYPE_CHECKING = False  # not typing's: see nodetune/__init__.py
 if TYPE_CHECKING:
     import argparse
@@ -23,16 +26,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 COMMANDS = ("discover", "plan", "apply", "verify", "revert", "picture", "bind", "report")
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_DRIFT = 2
-#: verify: no drift, but a node's boot loader holds a kernel command line its running kernel has not booted with yet
-#: (status pending): not clean, and not drift either (apply has nothing left to do there; a reboot has)
-EXIT_PENDING = 3
-#: cancelled by SIGINT / SIGTERM (128 + the signal number, as shells report it)
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 143
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -58,42 +51,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         module = importlib.import_module("nodetune.commands." + name)
         module.add_parser(sub)
     return parser
-
-
-# --------------------------------------------------------------------------------------------- shared options
-def add_target_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    """``-i INVENTORY`` (a fleet, through the playbooks) or ``--root DIR`` (one node tree on this machine)."""
-    target = parser.add_mutually_exclusive_group(required=required)
-    target.add_argument("-i", "--inventory", metavar="INVENTORY",
-                        help="an Ansible inventory (file or directory): run on its nodes through the playbooks")
-    target.add_argument("--root", metavar="DIR",
-                        help="one node on this machine: '/' (this machine) or a simulated/captured node tree")
-
-
-def add_run_options(parser: argparse.ArgumentParser, *, tags: bool = True) -> None:
-    """Options of every command that runs a playbook: node selection, variables, output."""
-    parser.add_argument("-l", "--limit", metavar="PATTERN", help="only these hosts (an Ansible host pattern)")
-    parser.add_argument("-f", "--forks", type=_positive_int, metavar="N",
-                        help="hosts in parallel (default: ansible.cfg)")
-    parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE",
-                        help="set a variable (YAML value), or load a YAML/JSON file of them; repeatable")
-    if tags:
-        parser.add_argument("-t", "--tags", metavar="TAGS", help="only these areas, comma-separated (e.g. nvme,cpu)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
-    parser.add_argument("--keep-artifacts", action="store_true",
-                        help="keep ansible-runner's private data directory (its path is printed) for debugging")
-
-
-def _positive_int(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
 
 
 class PlainDiscoverArgs:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nodetune.api import Finding, NodeResult, RunResult, SettingChange
+from nodetune.layout_tables import print_tables
 
 STATUS_STYLE = {"ok": "green", "changed": "yellow", "drift": "yellow", "pending": "cyan", "failed": "bold red",
                 "unreachable": "bold red"}
@@ -446,8 +447,6 @@ def print_discover(result: RunResult) -> None:
 
 
 def print_plan(result: RunResult) -> None:
-    from nodetune.commands.plan import print_tables
-
     console = _console()
     terminal = _on_terminal()
     for node in result.nodes.values():

@@ -2,19 +2,19 @@
 opt-ins, copied to a temporary folder with its own lab trees) and a synthetic node larger than any lab node.
 
 The results of such nodes are larger than ansible-runner's event limit (~700,000 characters), which is what the
-small-node tests never reached. Trees are built in memory where the host has room (``scratch_dir``).
+small-node tests never reached. Trees are built in memory where the host has room (``tests.support.trees.scratch_dir``).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
+
+from tests.support.trees import scratch_dir as scratch_dir  # for this module's users
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "inventories" / "lab"
@@ -22,14 +22,6 @@ LAB_HOSTS = ("mi250-01", "mi300x-01")
 #: the BIOS-level finding an apply cannot fix on the lab nodes (their kernel command line lacks
 #: pci=realloc=off and the MI300X node carries the invalid amd_iommu=on): waived for the "tuned is clean" checks
 LAB_WAIVERS = [{"id": "bios.iommu", "reason": "lab command line, not changed by nodetune", "expires": "2099-12-31"}]
-
-
-def scratch_dir(prefix: str) -> Path:
-    """In memory where the host has room (the trees are many small files), else the system's temp folder."""
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 1 << 30:
-        return Path(tempfile.mkdtemp(prefix=prefix, dir=shm))
-    return Path(tempfile.mkdtemp(prefix=prefix))
 
 
 def build_full_lab(scratch: Path) -> Path:

@@ -9,9 +9,7 @@ and a path in turn, so all three forms are exercised.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,9 +20,8 @@ from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 import nodetune
 from tests.integration import fullsize
-from tests.integration.test_playbooks import small_spec
-from tests.support.trees import reverted_differences
-from tests.unit.test_engine import tree_digest
+from tests.support.specs import small_mi250_spec as small_spec
+from tests.support.trees import reverted_differences, scratch_dir, tree_digest
 
 pytestmark = pytest.mark.slow
 
@@ -32,14 +29,6 @@ REPO = Path(__file__).resolve().parents[2]
 LAB_TUNING = yaml.safe_load((REPO / "inventories" / "lab" / "group_vars" / "all" / "tuning.yml").read_text())
 GOVERNOR = "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor"
 NUMA_BALANCING = "proc/sys/kernel/numa_balancing"  # a sysctl: no kernel side effect to emulate when it drifts
-
-
-def scratch_dir() -> Path:
-    """In memory where the host has room (the trees are many small files), else the system's temp folder."""
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 1 << 30:
-        return Path(tempfile.mkdtemp(prefix="nodetune-api-test-", dir=shm))
-    return Path(tempfile.mkdtemp(prefix="nodetune-api-test-"))
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,8 @@ from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 from nodetune.api import TaskEvent
 from nodetune.cli import main
 from tests.integration import fullsize
-from tests.integration.test_api import scratch_dir
-from tests.integration.test_playbooks import small_spec
-from tests.unit.test_engine import tree_digest
+from tests.support.specs import small_mi250_spec as small_spec
+from tests.support.trees import scratch_dir, tree_digest
 
 NUMA_BALANCING = "proc/sys/kernel/numa_balancing"
 # BIOS-level and health checks report the simulated hardware itself (IOMMU, SMT in the BIOS): left out here so

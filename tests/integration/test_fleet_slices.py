@@ -25,8 +25,9 @@ import yaml
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from nodetune.cli import main
-from tests.integration.test_api import scratch_dir
-from tests.integration.test_playbooks import LAB_TUNING, REPO, small_spec
+from tests.support.playbooks import LAB_TUNING, REPO
+from tests.support.specs import small_mi250_spec as small_spec
+from tests.support.trees import scratch_dir
 
 pytestmark = pytest.mark.slow
 

@@ -24,13 +24,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.test_playbooks import small_spec
+from tests.support.specs import small_mi250_spec as small_spec
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 GALAXY = REPO / "collection" / "ansible_collections" / "nodetune" / "instinct" / "galaxy.yml"
 LAB_GALAXY = REPO / "collection" / "ansible_collections" / "nodetune" / "lab" / "galaxy.yml"
+SIMNODE = REPO / "collection" / "ansible_collections" / "nodetune" / "lab" / "plugins" / "module_utils" / "simnode"
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -105,8 +106,8 @@ def test_built_collection_installs_and_runs_site_from_an_empty_collections_path(
         assert required in names, f"{required} is not in {tarball.name}"
     assert not any("tests/output" in n or "__pycache__" in n for n in names)
     # the lab is test tooling: never in the collection that runs on real nodes
-    assert not any(n.startswith("specs/") or n.split("/")[-1] in ("simnode.py", "simkernel.py", "sim_node.py")
-                   for n in names)
+    assert not any(n.startswith(("specs/", "plugins/module_utils/simnode"))
+                   or n.split("/")[-1] in ("simkernel.py", "sim_node.py") for n in names)
     with tarfile.open(tarball) as archive:
         assert broken_links(archive) == []
         manifest = json.load(archive.extractfile("MANIFEST.json"))["collection_info"]
@@ -190,7 +191,9 @@ def test_a_galaxy_user_tries_nodetune_on_simulated_nodes_from_an_empty_folder(tm
         assert broken_links(archive) == []
         try_book = archive.extractfile("playbooks/try.yml").read().decode()
     assert {"playbooks/try.yml", "specs/mi250.yml", "specs/mi300x.yml", "roles/sim_node/tasks/main.yml",
-            "plugins/modules/sim_node.py", "plugins/module_utils/simnode.py", "LICENSE"} <= names
+            "plugins/modules/sim_node.py", "plugins/module_utils/simnode/__init__.py", "LICENSE"} <= names
+    # the node generator is a package: all of its modules ship (sim_node's payload imports them)
+    assert {"plugins/module_utils/simnode/" + p.name for p in SIMNODE.glob("*.py")} <= names
     assert "import_playbook: nodetune.instinct.site" in try_book
 
     home, work = tmp_path / "home", tmp_path / "try"

@@ -16,9 +16,9 @@ import pytest
 import yaml
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 
-from tests.integration.test_playbooks import changed_paths, ok, playbook, recap
-from tests.unit.test_engine import tree_digest
-from tests.unit.test_simnode import small_spec
+from tests.support.playbooks import ok, playbook, recap
+from tests.support.specs import small_spec
+from tests.support.trees import changed_paths, tree_digest
 
 pytestmark = pytest.mark.slow
 

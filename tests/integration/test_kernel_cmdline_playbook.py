@@ -19,18 +19,11 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.apply import boo
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from nodetune.cli import main
-from tests.integration.test_playbooks import REPO, changed_paths, ok, playbook, recap, write_inventory
-from tests.unit.test_engine import tree_digest
+from tests.support.playbooks import ok, playbook, recap, write_inventory
+from tests.support.specs import small_mi300x_spec
+from tests.support.trees import changed_paths, tree_digest
 
 pytestmark = pytest.mark.slow
-
-
-def spec() -> dict:
-    data = yaml.safe_load((REPO / "inventories" / "lab" / "specs" / "mi300x.yml").read_text())
-    data.update(name="small300", hostname="small300-01")
-    data["cpu"].update(cores_per_socket=16, cores_per_l3=8, smt="notsupported")  # SMT off in the BIOS, as AMD asks
-    data["gpus"], data["nics"], data["nvme"] = data["gpus"][:2], data["nics"][:2], data["nvme"][:1]
-    return data
 
 
 def entries(node: Path) -> dict[str, str]:
@@ -54,7 +47,7 @@ def cli_verify(node: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str
 def test_the_kernel_cmdline_role_alone_check_apply_pending_reboot_again_and_revert(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     node = tmp_path / "node"
-    simnode.build(spec(), str(node))
+    simnode.build(small_mi300x_spec(), str(node))
     old = entries(node)
     assert all("amd_iommu=on" in options and "realloc" not in options for options in old.values())
     inventory = write_inventory(tmp_path, {"node1": {"nodetune_root": str(node),

@@ -22,9 +22,9 @@ from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 import nodetune
 from nodetune.cli import main
-from tests.integration.test_api import scratch_dir
-from tests.integration.test_playbooks import ok, playbook, recap, small_spec, write_inventory
-from tests.unit.test_engine import tree_digest
+from tests.support.playbooks import ok, playbook, recap, write_inventory
+from tests.support.specs import small_mi250_spec as small_spec
+from tests.support.trees import scratch_dir, tree_digest
 
 pytestmark = pytest.mark.slow
 

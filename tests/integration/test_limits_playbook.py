@@ -19,8 +19,9 @@ import yaml
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode, simservices
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
 
-from tests.integration.test_playbooks import changed_paths, ok, playbook, recap, small_spec, write_inventory
-from tests.unit.test_engine import tree_digest
+from tests.support.playbooks import ok, playbook, recap, write_inventory
+from tests.support.specs import small_mi250_spec as small_spec
+from tests.support.trees import changed_paths, tree_digest
 
 pytestmark = pytest.mark.slow
 

@@ -29,8 +29,8 @@ from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from nodetune import picture
 from nodetune.cli import main
-from tests.integration.test_api import scratch_dir
-from tests.integration.test_playbooks import small_spec
+from tests.support.specs import small_mi250_spec as small_spec
+from tests.support.trees import scratch_dir
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "out" / "pictures"  # git-ignored: stays after the run, for a person to look at

@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,56 +22,13 @@ import pytest
 import yaml
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.support.trees import changed_paths, reverted_differences
-from tests.unit.test_engine import tree_digest
+from tests.support.playbooks import ok, playbook, recap, write_inventory
+from tests.support.specs import small_mi250_spec as small_spec
+from tests.support.trees import changed_paths, reverted_differences, tree_digest
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-LAB_TUNING = REPO / "inventories" / "lab" / "group_vars" / "all" / "tuning.yml"
-
-
-def small_spec() -> dict[str, Any]:
-    spec = yaml.safe_load((REPO / "inventories" / "lab" / "specs" / "mi250.yml").read_text())
-    spec.update(name="small", hostname="small-01")
-    spec["cpu"].update(cores_per_socket=16, cores_per_l3=4,
-                       cpufreq={"driver": "amd-pstate-epp", "governor": "powersave"})
-    spec["gpus"], spec["nics"], spec["nvme"] = spec["gpus"][:2], spec["nics"][:2], spec["nvme"][:2]
-    return spec
-
-
-def write_inventory(folder: Path, hosts: dict[str, dict[str, Any]]) -> Path:
-    """An inventory like inventories/lab: local connection, the lab opt-ins, reports in the temporary folder."""
-    group_vars = folder / "group_vars" / "all"
-    group_vars.mkdir(parents=True, exist_ok=True)
-    (group_vars / "tuning.yml").write_text(LAB_TUNING.read_text())
-    (group_vars / "reports.yml").write_text(yaml.safe_dump({"nodetune_report_dir": str(folder / "reports")}))
-    inventory = {"all": {"children": {"lab": {
-        "hosts": hosts,
-        "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-                 "nodetune_lab_backend": "simulated"}}}}}
-    path = folder / "hosts.yml"
-    path.write_text(yaml.safe_dump(inventory))
-    return path
-
-
-def playbook(inventory: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0",
-               ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_CALLBACK_FORMAT_PRETTY="0")
-    return subprocess.run(["ansible-playbook", "-i", str(inventory), *args], cwd=REPO, env=env, text=True,
-                          capture_output=True, timeout=600, check=False)
-
-
-def recap(result: subprocess.CompletedProcess[str], host: str) -> dict[str, int]:
-    match = re.search(rf"^{re.escape(host)}\s*:\s*(.*)$", result.stdout, re.M)
-    assert match, result.stdout[-3000:] + result.stderr[-3000:]
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", match.group(1))}
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    return result
 
 
 def test_the_dry_run_of_a_fresh_clone_builds_the_lab_under_any_tag(tmp_path: Path) -> None:

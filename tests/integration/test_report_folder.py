@@ -23,7 +23,7 @@ import pytest
 import yaml
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.integration.test_playbooks import small_spec
+from tests.support.specs import small_mi250_spec as small_spec
 
 pytestmark = pytest.mark.slow
 

@@ -26,10 +26,10 @@ from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from nodetune import api
 from tests.integration.fullsize import lab_tuning, scratch_dir
-from tests.integration.test_playbooks import ok, playbook, recap, small_spec
 from tests.support import sshd
-from tests.support.trees import reverted_differences
-from tests.unit.test_engine import tree_digest
+from tests.support.playbooks import ok, playbook, recap
+from tests.support.specs import small_mi250_spec as small_spec
+from tests.support.trees import reverted_differences, tree_digest
 
 OPT_IN = "NODETUNE_REAL_LANES"
 

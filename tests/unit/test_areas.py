@@ -26,7 +26,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Ro
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 
-from tests.unit.test_engine import tree_digest
+from tests.support.trees import tree_digest
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = "sys/devices/system/cpu"

@@ -328,7 +328,7 @@ def acs_node(tmp_path: Path, cmdline: str = "ro iommu=pt pci=realloc=off", iommu
              **faults: bool) -> Path:
     from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-    from tests.unit.test_verify_module import SPEC
+    from tests.support.specs import AUDIT_SPEC as SPEC
 
     dest = tmp_path / "node"
     simnode.build(dict(SPEC, kernel={"cmdline": cmdline}, iommu=iommu, faults=faults), str(dest))

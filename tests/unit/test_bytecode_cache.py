@@ -21,7 +21,7 @@ import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import bytecode_cache
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.unit.test_simnode import small_spec
+from tests.support.specs import small_spec
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "nt_cache_probe"

@@ -18,8 +18,9 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.apply import dif
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.unit.test_engine import tree_digest
-from tests.unit.test_verify_module import SPEC, role_areas
+from tests.support.lab_vars import role_areas
+from tests.support.specs import AUDIT_SPEC as SPEC
+from tests.support.trees import tree_digest
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")
 

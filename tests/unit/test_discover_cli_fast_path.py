@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
@@ -89,11 +91,8 @@ def test_unserialisable_values_fail_as_json_dumps_does() -> None:
         encode_json({"x": {1}})
 
 
-def test_topologies_encode_as_json_dumps(tmp_path: Path) -> None:
-    from ansible_collections.nodetune.lab.plugins.module_utils import simnode
-
-    simnode.build(str(REPO / "inventories/lab/specs/mi300x.yml"), str(tmp_path / "node"))
-    topologies = [discover(str(tmp_path / "node"))]
+def test_topologies_encode_as_json_dumps(saved_topology: Callable[[Any], dict[str, Any]]) -> None:
+    topologies = [saved_topology(str(REPO / "inventories/lab/specs/mi300x.yml"))]  # about encoding: saved
     from tests import realdata
 
     if realdata.real_available():
@@ -103,11 +102,8 @@ def test_topologies_encode_as_json_dumps(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------- whole process
-def test_plain_path_prints_the_topology_and_imports_no_parser(tmp_path: Path) -> None:
-    from ansible_collections.nodetune.lab.plugins.module_utils import simnode
-
-    node = tmp_path / "node"
-    simnode.build(str(REPO / "inventories/lab/specs/mi250.yml"), str(node))
+def test_plain_path_prints_the_topology_and_imports_no_parser(shared_tree: Callable[[Any], Path]) -> None:
+    node = shared_tree(str(REPO / "inventories/lab/specs/mi250.yml"))  # read only
     code = ("import sys, io, contextlib; from nodetune.cli import main\n"
             "out = io.StringIO()\n"
             "with contextlib.redirect_stdout(out): rc = main(sys.argv[1:])\n"

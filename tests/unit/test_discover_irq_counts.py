@@ -13,7 +13,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq imp
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.unit.test_verify_module import AREAS, SPEC
+from tests.support.lab_vars import AREAS
+from tests.support.specs import AUDIT_SPEC as SPEC
 
 
 def without_counts(topo: dict) -> dict:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,21 +19,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import InvalidValueError, Root
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 
-
-def tree_digest(path: Path) -> dict[str, str]:
-    """Every file, link and directory under path with its content hash and mode: byte-identity check."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in dirnames + filenames:
-            full = Path(dirpath) / name
-            rel = str(full.relative_to(path))
-            if full.is_symlink():
-                out[rel] = "link:" + os.readlink(full)
-            elif full.is_dir():
-                out[rel] = "dir"
-            else:
-                out[rel] = f"{full.stat().st_mode & 0o7777:o}:{hashlib.sha256(full.read_bytes()).hexdigest()}"
-    return out
+from tests.support.trees import tree_digest
 
 
 @pytest.fixture

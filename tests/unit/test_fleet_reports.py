@@ -22,7 +22,7 @@ from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 import nodetune
 from nodetune.cli import main
-from tests.unit.test_verify_module import SPEC
+from tests.support.specs import AUDIT_SPEC as SPEC
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 
-from tests.unit.test_simnode import small_spec, tree_digest
+from tests.support.specs import small_spec
+from tests.support.trees import runtime_tree_digest as tree_digest
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 

@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files, rank_bind
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rank_bind
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory, node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.unit.test_verify_module import AREAS, SPEC
+from tests.support.lab_vars import AREAS
+from tests.support.specs import AUDIT_SPEC as SPEC
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 
@@ -108,14 +109,14 @@ def test_a_new_system_python_is_one_change_then_idempotent(tmp_path: Path) -> No
     simnode.build(SPEC, str(root))
     assert apply(root)["changed"]
     assert apply(root)["changed"] is False
-    assert (root / inventory.CHECK_SCRIPT).read_text().startswith("#!/usr/bin/env python3\n")
+    assert (root / checker_files.CHECK_SCRIPT).read_text().startswith("#!/usr/bin/env python3\n")
     install(root, "/usr/bin/python3", "python3.12")
     changed = apply(root)
     # each script once, and the checker's expectations of the launcher and the restore program (content hashes)
     assert sorted((a["id"], a["target"]) for a in changed["actions"]) == [
         ("check.expected", "persist"), ("check.expected", "rocm_env"), ("check.program", "nodetune-check"),
         ("persist.boot_restore", "script"), ("rocm.bind", "launcher")]
-    for script in (inventory.CHECK_SCRIPT, "usr/local/bin/nodetune-bind", area_persist.SCRIPT_FILE):
+    for script in (checker_files.CHECK_SCRIPT, "usr/local/bin/nodetune-bind", area_persist.SCRIPT_FILE):
         assert (root / script).read_text().startswith("#!/usr/bin/python3\n"), script
     assert apply(root)["changed"] is False
 

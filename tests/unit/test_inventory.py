@@ -1,6 +1,6 @@
 """Expected inventory (issue 15): verify's inventory.* findings and the node-local nodetune-check, on simulated nodes.
 
-Nodes are built with the project's generator (simnode.py) from the MI300X-shaped spec the verify tests use; drift
+Nodes are built with the project's generator (simnode) from the MI300X-shaped spec the verify tests use; drift
 is injected the way it shows on real nodes: a GPU gone (the spec without it: the PCI device, its KFD node and DRM
 card all disappear), an HCA port trained at half rate, a tuned sysfs value changed behind nodetune's back.
 """
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import audit, bios, inventory, node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover import devices as discover_devices
@@ -27,8 +28,9 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
 from ansible_collections.nodetune.lab.plugins.module_utils import simboot, simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
 
-from tests.unit.test_engine import tree_digest
-from tests.unit.test_verify_module import AREAS, SPEC
+from tests.support.lab_vars import AREAS
+from tests.support.specs import AUDIT_SPEC as SPEC
+from tests.support.trees import tree_digest
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 
@@ -65,7 +67,7 @@ def inventory_drift(result: dict) -> dict:
 def checker(root: Path, *args: str) -> subprocess.CompletedProcess:
     """The rendered checker as a scheduler runs it: its own file, isolated (-I: no site, no cwd on sys.path), so it
     can only work if it needs nothing but the standard library."""
-    script = root / inventory.CHECK_SCRIPT
+    script = root / checker_files.CHECK_SCRIPT
     return subprocess.run([sys.executable, "-I", str(script), "--root", str(root), *args], capture_output=True,
                           text=True, check=False, cwd="/")
 
@@ -193,11 +195,11 @@ def test_undeclared_keys_are_not_checked(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ nodetune-check
 def test_apply_renders_the_checker_and_its_expectations(tuned: tuple) -> None:
     root, state = tuned
-    check_dir = root / inventory.CHECK_DIR
+    check_dir = root / checker_files.CHECK_DIR
     names = sorted(p.name for p in check_dir.iterdir())
     assert "inventory.json" in names and "nvme.json" in names
     assert json.loads((check_dir / "inventory.json").read_text())["expected"] == EXPECTED
-    script = root / inventory.CHECK_SCRIPT
+    script = root / checker_files.CHECK_SCRIPT
     # the node's system Python (none under the simulated root: /usr/bin/env python3), never the one nodetune ran under
     assert os.access(script, os.X_OK) and script.read_text().startswith(interpreter.shebang(root=state.root))
     assert not script.read_text().startswith(f"#!{sys.executable}\n")
@@ -245,7 +247,8 @@ def test_the_checker_reads_unit_enablement_from_systemds_links(tuned: tuple) -> 
     services = {s.target: s.value for s in state.settings if s.kind == "service"}
     assert services == {"irqbalance.service": "active=no,enabled=no", "nodetune-restore.service": "enabled=yes",
                         "nodetune-irq-repin.timer": "active=yes,enabled=yes"}
-    listed = {e["target"]: e["value"] for p in (root / inventory.CHECK_DIR).glob("*.json") if p.name != "inventory.json"
+    check_files = (root / checker_files.CHECK_DIR).glob("*.json")
+    listed = {e["target"]: e["value"] for p in check_files if p.name != "inventory.json"
               for e in json.loads(p.read_text())["settings"] if e["kind"] == "service"}
     assert listed == {"irqbalance.service": "enabled=no", "nodetune-restore.service": "enabled=yes",
                       "nodetune-irq-repin.timer": "enabled=yes"}
@@ -288,14 +291,21 @@ def test_the_checker_without_expectations_says_so(tuned: tuple) -> None:
 
 def test_the_checker_finds_a_renumbered_irq_by_its_name(tuned: tuple) -> None:
     """The number apply recorded no longer carries the action (IRQs renumber across reboots): the checker finds
-    the action in /proc/interrupts and compares the right IRQ, instead of reporting the old one."""
+    the action under its device's new vector (msi_irqs, /proc/irq/N/<action>/) and compares the right IRQ, instead
+    of reporting the old one."""
     root, state = tuned
     irq = next(s for s in state.settings if s.id == "irq.nic_local" and s.key)
     recorded = root / irq.path.rpartition("/")[0] / irq.key
     assert recorded.is_dir()
-    recorded.rmdir()
+    msi_irqs = root / "sys/bus/pci/devices" / irq.key.partition("@pci:")[2] / "msi_irqs"
+    number = 1 + max(int(n.name) for n in (root / "proc/irq").iterdir() if n.name.isdigit())
+    renumbered = root / "proc/irq" / str(number)  # as the kernel shows the vector under its new number
+    renumbered.mkdir()
+    recorded.rename(renumbered / irq.key)
+    (renumbered / "smp_affinity_list").write_text((root / irq.path).read_text())
+    (msi_irqs / recorded.parent.name).rename(msi_irqs / str(number))
     assert checker(root).returncode == 0
-    (root / irq.path).write_text("0\n")
+    (renumbered / "smp_affinity_list").write_text("0\n")
     lines = checker(root).stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"irq.nic_local {irq.key}: expected "), lines  # named by action
 

@@ -16,7 +16,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify imp
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.unit.test_simnode import small_spec
+from tests.support.specs import small_spec
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 

@@ -1,6 +1,6 @@
 """Each GPU's amdgpu vector pinned to a core of its rank (issue 24 item 6), end to end on a simulated node.
 
-The kernel's truth the lab models (simnode.py): amdgpu_irq_init() (drivers/gpu/drm/amd/amdgpu/amdgpu_irq.c)
+The kernel's truth the lab models (simnode): amdgpu_irq_init() (drivers/gpu/drm/amd/amdgpu/amdgpu_irq.c)
 allocates one vector per GPU PCI function and request_irq()s it under the driver's name, so /proc/interrupts
 shows one "amdgpu" line per GPU, the vector is listed in the GPU's /sys/bus/pci/devices/<BDF>/msi_irqs/, and
 /proc/irq/N/amdgpu/ exists (kernel/irq/proc.c, register_handler_proc()). It is not kernel-managed, so its
@@ -9,8 +9,9 @@ affinity can be written.
 
 from __future__ import annotations
 
-import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
@@ -20,24 +21,17 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.unit.test_verify_module import AREAS, SPEC
+from tests.support.lab_vars import AREAS
+from tests.support.specs import AUDIT_SPEC as SPEC
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 GPUS = [gpu["bdf"] for gpu in SPEC["gpus"]]
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("gpu-irq") / "node"
-    simnode.build(SPEC, str(dest))
-    return dest
-
-
 @pytest.fixture
-def root(pristine: Path, tmp_path: Path) -> Path:
-    dest = tmp_path / "node"
-    shutil.copytree(pristine, dest, symlinks=True)
-    return dest
+def root(fresh_tree: Callable[[Any], Path]) -> Path:
+    """A node of the test's own: built again in memory, which costs less than copying a built one."""
+    return fresh_tree(SPEC)
 
 
 def amdgpu_irqs(root: Path) -> dict[str, int]:

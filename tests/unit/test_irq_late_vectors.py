@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
@@ -24,7 +25,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.lab.plugins.module_utils import simboot, simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
 
-from tests.unit.test_verify_module import AREAS
+from tests.support.lab_vars import AREAS
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 
@@ -45,18 +46,10 @@ BAN = copy.deepcopy(AREAS)
 BAN["irq_affinity"]["nodetune_irqbalance_mode"] = "ban"
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("late") / "node"
-    simnode.build(SPEC, str(dest))
-    return dest
-
-
 @pytest.fixture
-def fresh(template: Path, tmp_path: Path) -> Path:
-    dest = tmp_path / "node"
-    shutil.copytree(template, dest, symlinks=True)
-    return dest
+def fresh(fresh_tree: Callable[[Any], Path]) -> Path:
+    """A node of the test's own: built again in memory, which costs less than copying a built one."""
+    return fresh_tree(SPEC)
 
 
 def interrupts(root: Path) -> dict:

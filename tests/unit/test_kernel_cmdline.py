@@ -26,7 +26,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simbootloader, simnode
 
-from tests.unit.test_engine import tree_digest
+from tests.support.trees import tree_digest
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")
 

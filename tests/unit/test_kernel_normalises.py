@@ -26,8 +26,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 
+from tests.support.specs import small_spec
 from tests.unit import topogen
-from tests.unit.test_simnode import small_spec
 from tests.unit.topogen import NicSpec, Spec
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process

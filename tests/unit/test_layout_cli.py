@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from nodetune import cli
-from nodetune.commands import plan as plan_command
+from nodetune import cli, layout_tables
 from tests.unit import topogen
 
 STABLE_KEYS = {"smt_offline", "smt_control", "housekeeping", "ranks", "irq_affinity", "managed_irqs", "irqbalance"}
@@ -64,12 +63,12 @@ def test_node_rows_read_the_layout(topology_file):
     from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
 
     layout = plan(json.loads(topology_file.read_text()))
-    rows = plan_command.node_rows(layout, layout["numa"][1])
+    rows = layout_tables.node_rows(layout, layout["numa"][1])
     roles = [r[0] for r in rows]
     assert roles == ["housekeeping", "rank 1", "rank 2", "NIC IRQs (spread)"]
     assert rows[1][2].startswith("GPU 0000:11:00.0 partition 0/2")
     reserved = plan(json.loads(topology_file.read_text()), {"irq_cores": "auto"})
-    assert [r[0] for r in plan_command.node_rows(reserved, reserved["numa"][1])][-1] == "NIC IRQs (reserved)"
+    assert [r[0] for r in layout_tables.node_rows(reserved, reserved["numa"][1])][-1] == "NIC IRQs (reserved)"
 
 
 @pytest.mark.parametrize(("policy_text", "message"), [

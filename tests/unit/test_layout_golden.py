@@ -20,6 +20,8 @@ import yaml
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
 
+from tests.support import cache
+
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "inventories" / "lab" / "specs"
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -68,21 +70,12 @@ def digest(layout: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    try:
-        from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
-        from ansible_collections.nodetune.lab.plugins.module_utils import simnode
-    except ImportError as exc:
-        pytest.skip(f"the simulated-node generator or discovery is not available yet ({exc})")
+def lab():
     missing = [n for n in NODES if not (SPECS / f"{n}.yml").is_file()]
     if missing:
         pytest.skip(f"lab specs missing: {', '.join(str(SPECS / (n + '.yml')) for n in missing)}")
-    nodes = {}
-    for name in NODES:
-        dest = tmp_path_factory.mktemp("lab") / name
-        simnode.build(str(SPECS / f"{name}.yml"), str(dest))
-        nodes[name] = discover(str(dest))
-    return nodes
+    # about planning: the topologies discovered once per session (tests/support/cache.py)
+    return {name: cache.topology(str(SPECS / f"{name}.yml")) for name in NODES}
 
 
 @pytest.mark.parametrize("name", NODES)

@@ -26,8 +26,8 @@ import pytest
 import yaml
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.unit.test_engine import tree_digest
-from tests.unit.test_simnode import small_spec
+from tests.support.specs import small_spec
+from tests.support.trees import tree_digest
 
 pytestmark = pytest.mark.slow
 

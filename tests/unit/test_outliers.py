@@ -13,10 +13,11 @@ from xml.etree import ElementTree
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.action.fleet_report import host_groups, inventory_peers
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory, node_check, outliers, report
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.unit.test_verify_module import SPEC
+from tests.support.specs import AUDIT_SPEC as SPEC
 
 
 @pytest.fixture(scope="module")
@@ -184,11 +185,11 @@ def test_a_declared_key_wins_over_the_learned_one(facts: dict, lost_gpu: tuple) 
     # in the checker's file, a declared value wins over a learned one for the same key
     values, from_group = inventory.validate_learned({"expected": {"gpu_count": 2, "nvme_count": 1},
                                                      "groups": {"gpu_count": "mi300x", "nvme_count": "mi300x"}})
-    files = inventory.check_settings([], {"gpu_count": 1}, None, (values, from_group))
+    files = checker_files.check_settings([], {"gpu_count": 1}, None, (values, from_group))
     data = json.loads(next(s.value for s in files if s.target == "inventory"))
     assert data == {"version": 1, "expected": {"gpu_count": 1, "nvme_count": 1}, "learned": {"nvme_count": "mi300x"}}
     # declared only: the file nodetune always wrote, byte for byte
-    only = inventory.check_settings([], {"gpu_count": 1}, None, ({}, {}))
+    only = checker_files.check_settings([], {"gpu_count": 1}, None, ({}, {}))
     assert next(s.value for s in only if s.target == "inventory") == json.dumps(
         {"version": 1, "expected": {"gpu_count": 1}}, indent=1, sort_keys=True) + "\n"
 
@@ -298,7 +299,7 @@ def test_the_next_apply_writes_the_learned_expectation_and_the_checker_fails(los
     from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
     from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 
-    from tests.unit.test_verify_module import AREAS
+    from tests.support.lab_vars import AREAS
 
     root = tmp_path / "n3"
     shutil.copytree(lost_gpu[0], root, symlinks=True)
@@ -306,9 +307,9 @@ def test_the_next_apply_writes_the_learned_expectation_and_the_checker_fails(los
     expectation = learned_of(results, groups)["n3"]
     state = node.load(str(root), AREAS, {}, learned_inventory=expectation)
     engine.apply(state.root, state.settings, services=state.services)
-    written = json.loads((root / inventory.CHECK_DIR / "inventory.json").read_text())
+    written = json.loads((root / checker_files.CHECK_DIR / "inventory.json").read_text())
     assert written["expected"] == expectation["expected"] and written["learned"]["gpu_count"] == "mi300x"
-    done = subprocess.run([sys.executable, "-I", str(root / inventory.CHECK_SCRIPT), "--root", str(root)],
+    done = subprocess.run([sys.executable, "-I", str(root / checker_files.CHECK_SCRIPT), "--root", str(root)],
                           capture_output=True, text=True, check=False, cwd="/")
     assert done.returncode == 1, done.stderr
     assert "inventory.gpu_count node: expected 2, found 1 (learned: the majority of group mi300x)" in \

@@ -16,7 +16,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import CPULIST, Setting
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.unit.test_verify_module import AREAS, SPEC
+from tests.support.lab_vars import AREAS
+from tests.support.specs import AUDIT_SPEC as SPEC
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,7 +33,7 @@ def test_restore_script_writes_in_order_and_finds_irqs_by_name(tmp_path: Path) -
     (tmp_path / "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor").write_text("schedutil\n")
     settings = [
         Setting("irq.nic_local", "irq 150", "proc/irq/150/smp_affinity_list", "5", compare=CPULIST,
-                key="mlx5_comp1@pci:0000:41:00.0", persist="boot_restore"),
+                key="mlx5_comp1@pci:0000:41:00.0", irq_name="mlx5_comp1@pci:0000:41:00.0", persist="boot_restore"),
         Setting("cpu.governor", "cpu3", "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor", "performance",
                 persist="boot_restore"),
     ]
@@ -102,7 +103,7 @@ def _late_vector_tree(root: Path) -> dict:
     _make_irq(root, bdf, 200, names[0], "0-7")
     (root / "proc/interrupts").write_text("           CPU0       CPU1\n")  # not read: the device lists msi_irqs
     settings = [Setting("irq.nic_local", f"irq {150 + i}", f"proc/irq/{150 + i}/smp_affinity_list", str(5 + i),
-                        compare=CPULIST, key=name, persist="boot_restore") for i, name in names.items()]
+                        compare=CPULIST, key=name, irq_name=name, persist="boot_restore") for i, name in names.items()]
     for setting in area_persist.build(_Ctx(), settings, {}):
         if setting.kind == "file":
             (root / setting.path).parent.mkdir(parents=True, exist_ok=True)

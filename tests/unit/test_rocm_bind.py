@@ -17,6 +17,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.unit.test_engine import tree_digest
+from tests.support.trees import tree_digest
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
@@ -126,7 +127,7 @@ def test_apply_once_verify_drift_and_revert_byte_identical(pristine: Path, tmp_p
     state = node.load(str(root), AREAS)
     first = engine.apply(state.root, state.settings)
     assert sorted(a["path"].lstrip("/") for a in first["actions"] if a["id"].startswith("rocm.")) == sorted(FILES)
-    # and the node-local checker with this area's expectations (module_utils/audit/inventory.py)
+    # and the node-local checker with this area's expectations (module_utils/areas/checker_files.py)
     assert {a["id"] for a in first["actions"]} == {"rocm.env", "rocm.ranks", "rocm.bind", "check.expected",
                                                   "check.program"}
     assert stat.S_IMODE((root / LAUNCHER).stat().st_mode) == 0o755
@@ -613,11 +614,10 @@ def test_each_memory_policy_reaches_the_process_through_the_real_numactl(tmp_pat
 
 # ------------------------------------------------------------------------------------------------ slow: full size
 @pytest.mark.slow
-def test_the_full_lab_mi300x_ranks_are_the_documented_ones(tmp_path: Path) -> None:
+def test_the_full_lab_mi300x_ranks_are_the_documented_ones(shared_tree: Callable[[Any], Path]) -> None:
     """docs/layout.md: ranks 0-3 get 1-23, 24-46, 48-70, 72-94; ranks 4-7 97-119 ... 168-190 (NIC vectors spread
     over the node, each rank in whole 8-core L3 domains where the counts allow, issue 14)."""
-    simnode.build(mi300x_spec(None), str(tmp_path / "mi300x"))
-    state = node.load(str(tmp_path / "mi300x"), AREAS)
+    state = node.load(str(shared_tree(mi300x_spec(None))), AREAS)
     table = json.loads(next(s for s in state.settings if s.id == "rocm.ranks").value)
     assert [e["cpulist"] for e in table["ranks"]] == ["1-23", "24-46", "48-70", "72-94",
                                                       "97-119", "120-142", "144-166", "168-190"]
@@ -628,7 +628,7 @@ def test_the_full_lab_mi300x_ranks_are_the_documented_ones(tmp_path: Path) -> No
 def test_the_module_renders_what_verify_expects(tmp_path: Path) -> None:
     """Through ansible-playbook the launcher is rendered from the module's zipped copy of rank_bind.py: a verify in
     this process (reading the file system copy) must find no drift, and a second run must change nothing."""
-    from tests.integration.test_playbooks import LAB_TUNING, ok, playbook, recap, write_inventory
+    from tests.support.playbooks import LAB_TUNING, ok, playbook, recap, write_inventory
 
     root = tmp_path / "node"
     simnode.build(mi300x_spec(8), str(root))

@@ -200,7 +200,7 @@ def test_the_declared_apply_order_keeps_the_documented_dependencies() -> None:
 @pytest.mark.parametrize("module", ["nodetune.instinct.tune", "nodetune.instinct.verify"])
 def test_every_declared_builder_is_in_the_module_payload(module: str) -> None:
     """tuning.py takes the builders from areas/builders.py's static imports, which Ansible follows into the payload."""
-    from tests.unit.test_rootfs_backend import payload_files
+    from tests.support.payload import payload_files
 
     shipped = {name.split("/instinct/plugins/module_utils/", 1)[1] for name in payload_files(module)
                if "/instinct/plugins/module_utils/" in name}

@@ -45,7 +45,8 @@ from ansible_collections.nodetune.lab.plugins.module_utils.simservices import Si
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_verify_module import AREAS, SPEC
+from tests.support.lab_vars import AREAS
+from tests.support.specs import AUDIT_SPEC as SPEC
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 
@@ -336,7 +337,7 @@ def test_a_misspelt_variable_or_tag_is_refused_before_the_call(pristine: Path, p
     from ansible_collections.nodetune.instinct.plugins.action import tune as tune_action
     from ansible_collections.nodetune.instinct.plugins.action import verify as verify_action
 
-    from tests.unit.test_tune_action import action, host
+    from tests.support.actions import action, host
 
     run = action(tune_action if plugin == "tune" else verify_action, {"root": str(pristine)})
     result = run.run(task_vars=host(**variables))
@@ -351,7 +352,7 @@ EXPECTED[MISSPELT_FAMILY] = 2 * len(MISSPELT)
 def test_real_names_and_the_playbooks_own_tags_still_pass(pristine: Path) -> None:
     from ansible_collections.nodetune.instinct.plugins.action import tune as tune_action
 
-    from tests.unit.test_tune_action import action, host
+    from tests.support.actions import action, host
 
     for variables in ({"nodetune_smt_enabled": False}, {"ansible_run_tags": ["nvme", "cpu"]},
                       {"ansible_skip_tags": ["smt", "lab"]}, {"ansible_run_tags": ["apply"]}):
@@ -1035,7 +1036,7 @@ EXPECTED[ORIGINALS] = 2 + 3 + 1 + 1 + 2
 
 def test_the_tune_module_and_the_api_name_what_is_gone(tmp_path: Path, lab: dict[str, Any]) -> None:
     from nodetune import api
-    from tests.unit.test_verify_module import adhoc
+    from tests.support.inprocess import adhoc  # about the module: in process
 
     dest = tmp_path / "node"
     shutil.copytree(lab["path"], dest, symlinks=True)
@@ -1160,7 +1161,7 @@ def test_a_file_nodetune_created_may_be_named_again(tmp_path: Path, lab: dict[st
 def test_the_tune_module_refuses_a_key_value_policy_string(lab: dict[str, Any]) -> None:
     """Ansible turns 'housekeeping=1' into a mapping for a dict option; the module takes the raw value and refuses
     it, in check mode and before any write."""
-    from tests.unit.test_verify_module import adhoc
+    from tests.support.playbooks import adhoc
 
     before = Reference(lab["path"])
     rc, result = adhoc("nodetune.instinct.tune", {"root": str(lab["path"]), "areas": {"sysctl": AREAS["sysctl"]},

@@ -18,7 +18,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas.persist im
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import FILE, INT, SERVICE, Setting
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 
-from tests.unit.test_engine import tree_digest
+from tests.support.trees import tree_digest
 
 # systemctl 252 without systemd as PID 1, word for word
 NOT_BOOTED = ("System has not been booted with systemd as init system (PID 1). Can't operate.\n"

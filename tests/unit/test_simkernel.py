@@ -16,9 +16,9 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import No
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import kernel_cpumask, sim_root
 
-from tests.unit.test_engine import tree_digest
-from tests.unit.test_simnode import small_spec
-from tests.unit.test_verify_module import AREAS
+from tests.support.lab_vars import AREAS
+from tests.support.specs import small_spec
+from tests.support.trees import tree_digest
 
 CPU = "sys/devices/system/cpu"
 

@@ -1,4 +1,4 @@
-"""Simulated nodes (module_utils/simnode.py): trees that look real to nodetune and to an independent reader.
+"""Simulated nodes (module_utils/simnode/): trees that look real to nodetune and to an independent reader.
 
 The expectations here come from the specs and from how the kernel lays things out (sibling numbering N and
 N+cores, NPS quadrants, 32-bit mask words, mlx5/NVMe vector placement), never from the generator's own tables.
@@ -7,7 +7,6 @@ N+cores, NPS quadrants, 32-bit mask words, mlx5/NVMe vector placement), never fr
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import stat
@@ -23,6 +22,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import par
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests import realdata
+from tests.support.specs import small_spec
+from tests.support.trees import runtime_tree_digest as tree_digest
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "inventories" / "lab" / "specs"
@@ -56,57 +57,6 @@ def layout(spec: dict) -> dict:
 
 def read(root: Path, rel: str) -> str:
     return (root / rel).read_text()
-
-
-def small_spec(**changes) -> dict:
-    """A 32-CPU, 4-node machine with every kind of device: fast to build, for tests that change trees."""
-    spec = {
-        "name": "tiny",
-        "kernel": {"release": "6.12.0-55.9.1.el10_0.x86_64", "cmdline": "BOOT_IMAGE=/vmlinuz ro iommu=pt"},
-        "os": {"family": "RedHat"},
-        "cpu": {"model": "EPYC 9654", "sockets": 2, "cores_per_socket": 8, "smt": "on",
-                "cpufreq": {"driver": "amd-pstate-epp", "governor": "powersave"}},
-        "numa": {"per_socket": 2},
-        "memory_gb": 64,
-        "gpus": [{"model": "MI300X", "bdf": "0000:05:00.0", "switch": "s0"},
-                 {"model": "MI300X", "bdf": "0000:85:00.0", "switch": "s1"}],
-        "nics": [{"name": "ib0", "model": "ConnectX-7", "bdf": "0000:03:00.0", "switch": "s0"},
-                 {"name": "ib1", "model": "ConnectX-7", "bdf": "0000:83:00.0", "switch": "s1"},
-                 {"name": "eno1", "model": "BCM57416", "bdf": "0000:11:00.0"}],
-        "nvme": [{"model": "CM7-R", "bdf": "0000:41:00.0"}, {"model": "CM7-R", "bdf": "0000:c1:00.0", "max_queues": 8}],
-    }
-    for key, value in changes.items():
-        target = spec
-        parts = key.split("__")
-        for part in parts[:-1]:
-            target = target.setdefault(part, {})
-        if value is _DELETE:
-            target.pop(parts[-1], None)
-        else:
-            target[parts[-1]] = value
-    return spec
-
-
-_DELETE = object()
-
-
-def tree_digest(root: Path, tops=("sys", "proc", "run")) -> dict[str, str]:
-    """Path -> content hash (or link target) of everything under the given top-level folders."""
-    out = {}
-    for top in tops:
-        base = root / top
-        for dirpath, dirnames, filenames in os.walk(base):
-            for name in dirnames + filenames:
-                path = Path(dirpath) / name
-                rel = str(path.relative_to(root))
-                if path.is_symlink():
-                    out[rel] = "-> " + os.readlink(path)
-                elif path.is_file():
-                    mode = stat.S_IMODE(path.lstat().st_mode)
-                    out[rel] = f"{mode:o} {hashlib.sha1(path.read_bytes()).hexdigest()}"
-                else:
-                    out[rel] = "dir"
-    return out
 
 
 def interrupts(root: Path) -> tuple[list[str], dict[int, dict]]:

@@ -33,8 +33,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Ro
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests import realdata
-from tests.unit.test_engine import tree_digest
-from tests.unit.test_simnode import small_spec
+from tests.support.specs import small_spec
+from tests.support.trees import tree_digest
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 

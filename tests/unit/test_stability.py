@@ -4,8 +4,9 @@ another performance level or power cap)."""
 
 from __future__ import annotations
 
-import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import health
@@ -13,23 +14,15 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topolog
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.unit.test_verify_module import SPEC
+from tests.support.specs import AUDIT_SPEC as SPEC
 
 NEW = ("pcie_acs", "xgmi_links", "gpu_ras", "ib_counters", "memlock", "gpu_perf_level", "gpu_power_cap")
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("stability") / "node"
-    simnode.build(SPEC, str(dest))
-    return dest
-
-
 @pytest.fixture
-def root(template: Path, tmp_path: Path) -> Path:
-    dest = tmp_path / "node"
-    shutil.copytree(template, dest, symlinks=True)
-    return dest
+def root(fresh_tree: Callable[[Any], Path]) -> Path:
+    """A node of the test's own: built again in memory, which costs less than copying a built one."""
+    return fresh_tree(SPEC)
 
 
 def run(root: Path, **config: object) -> list:

@@ -190,7 +190,7 @@ BOOTS = {
 def simulated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-    from tests.unit.test_simnode import small_spec
+    from tests.support.specs import small_spec
 
     dest = tmp_path_factory.mktemp("sysctl_boot") / "node"
     simnode.build(small_spec(), str(dest))
@@ -242,7 +242,7 @@ def test_the_simulated_kernel_answers_runtime_writes_as_the_handlers_do(simulate
 def test_a_simulated_node_spec_holds_one_form_of_each_pair() -> None:
     from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-    from tests.unit.test_simnode import small_spec
+    from tests.support.specs import small_spec
 
     spec = simnode.load_spec(small_spec(sysctl={"vm.dirty_bytes": 32 * GIB}))
     assert (spec["sysctl"]["vm.dirty_ratio"], spec["sysctl"]["vm.dirty_bytes"]) == ("0", str(32 * GIB))

@@ -20,7 +20,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
-from tests.unit.test_simnode import small_spec
+from tests.support.specs import small_spec
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")
 

@@ -11,36 +11,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
 from ansible_collections.nodetune.instinct.plugins.action import tune as tune_action
 from ansible_collections.nodetune.instinct.plugins.action import verify as verify_action
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 
-
-def action(plugin: Any, args: dict[str, Any], role: str | None = None, check: bool = False,
-           transport: str = "local") -> Any:
-    task = SimpleNamespace(args=args, async_val=0, check_mode=check, diff=False,
-                           _role=SimpleNamespace(_role_name=role) if role else None)
-    connection = SimpleNamespace(transport=transport, _shell=SimpleNamespace(tmpdir="/nonexistent"))
-    module = plugin.ActionModule(task, connection, SimpleNamespace(check_mode=check), DataLoader(),
-                                 Templar(loader=DataLoader(), variables={}), None)
-    module.calls = []
-
-    def record(module_name: str, module_args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
-        module.calls.append((module_name, module_args))
-        return {"changed": False}
-
-    module._execute_module = record
-    return module
-
-
-def host(**variables: Any) -> dict[str, Any]:
-    return {"inventory_hostname": "node1", "ansible_connection": "local", **variables}
+from tests.support.actions import action, host
 
 
 @pytest.mark.parametrize("typo,real", [

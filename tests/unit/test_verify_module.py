@@ -1,25 +1,21 @@
 """Verify end to end on a simulated node: apply, inject drift the way it happens on real nodes, verify.
 
-The node is a small MI300X-shaped tree from the project's generator (simnode.py); the areas are built from the
+The node is a small MI300X-shaped tree from the project's generator (simnode); the areas are built from the
 roles' own defaults and the lab inventory's variables, grouped by the same variable patterns the area roles use,
 so apply and verify see what a playbook run would. Drift is injected through the simulated kernel where the kernel
 has side effects (a scheduler change resets nr_requests), as an operator or a package update would cause it.
-The module itself runs through ``ansible`` ad hoc (argument spec, check mode, the Prometheus textfile).
+The module itself runs behind its action plugin, in this process as Ansible runs it on a node
+(``tests/support/inprocess.py``: argument spec, check mode, diff, the Prometheus textfile).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as declaration
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import bios, health, verify
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import apply_waivers, validate_waivers
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
@@ -28,46 +24,12 @@ from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.unit.test_engine import tree_digest
+from tests.support.inprocess import adhoc
+from tests.support.lab_vars import AREAS
+from tests.support.specs import AUDIT_SPEC as SPEC
+from tests.support.trees import tree_digest
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
-AREA_ROLES = ("smt", "cpu", "irq_affinity", "infiniband", "nvme", "sysctl", "rocm_env")
-
-SPEC = {
-    "name": "mini300x",
-    "kernel": {"cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda ro iommu=pt pci=realloc=off "
-                          "pci=disable_acs_redir=pci:1022:14ab;pci:1000:c030"},  # ACS redirect off with the IOMMU on
-    "cpu": {"model": "EPYC 9654", "sockets": 2, "cores_per_socket": 8, "threads_per_core": 2,
-            "cpufreq": {"driver": "amd-pstate-epp", "governor": "powersave", "epp": "balance_performance"}},
-    "numa": {"per_socket": 1},
-    "iommu": True,
-    "irqbalance": {"installed": True, "enabled": True},
-    "gpus": [{"model": "MI300X", "bdf": "0000:05:00.0", "switch": "sw0"},
-             {"model": "MI300X", "bdf": "0000:85:00.0", "switch": "sw4"}],
-    "nics": [{"name": "ib0", "model": "ConnectX-7", "bdf": "0000:03:00.0", "switch": "sw0", "comp_vectors": 8},
-             {"name": "ib1", "model": "ConnectX-7", "bdf": "0000:83:00.0", "switch": "sw4", "comp_vectors": 8}],
-    "nvme": [{"model": "CM7-R", "bdf": "0000:11:00.0"}],
-}
-
-
-def role_areas() -> dict:
-    """{area: {variable: value}} as the tune action takes them: declared defaults + lab group_vars."""
-    variables: dict = {}
-    for role in AREA_ROLES:
-        variables.update(yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text()) or {})
-    for path in sorted((REPO / "inventories/lab/group_vars/all").glob("*.yml")):
-        variables.update(yaml.safe_load(path.read_text()) or {})
-    areas = {}
-    for role in AREA_ROLES:
-        declared = declaration.ROLES[role]["variables"]
-        config = {k: v for k, v in variables.items() if k in declared}
-        if config.get(f"nodetune_{role}_enabled", True):
-            areas[role] = config
-    return areas
-
-
-AREAS = role_areas()
 
 
 @pytest.fixture(scope="module")
@@ -190,21 +152,6 @@ def test_bios_and_health_drift_on_a_badly_set_up_node(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ the module
-def adhoc(module: str, args: dict, check: bool = False, diff: bool = False) -> tuple[int, dict]:
-    """rc and result of an ad-hoc module run; the result gets the run's output under "_output" (the diff too: the
-    callback prints it, not in the result)."""
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / "collection"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    argv = ["ansible", "localhost", "-i", "localhost,", "-c", "local", "-e",
-            f"ansible_python_interpreter={sys.executable}", "-e", "nodetune_lab_backend=simulated",
-            "-m", module, "-a", json.dumps(args)]
-    proc = subprocess.run(argv + (["--check"] if check else []) + (["--diff"] if diff else []), capture_output=True,
-                          text=True, env=env, cwd=REPO, timeout=300)
-    head, sep, body = proc.stdout.partition(" => ")
-    assert sep, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return proc.returncode, dict(json.loads(body), _output=proc.stdout + proc.stderr)
-
-
 def test_module_reports_writes_only_the_textfile_and_never_in_check_mode(tuned: Path) -> None:
     Root(str(tuned)).write("proc/sys/vm/dirty_ratio", "40")
     Root(str(tuned)).write("proc/sys/kernel/numa_balancing", "1")

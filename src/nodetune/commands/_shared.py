@@ -14,7 +14,7 @@ from typing import Any
 
 from nodetune import api
 from nodetune._as_data import MAX_EXTRA_VARS_BYTES, expanded_size
-from nodetune.cli import EXIT_DRIFT, EXIT_FAILURE, EXIT_OK
+from nodetune.commands._basics import EXIT_DRIFT, EXIT_FAILURE, EXIT_OK, CommandError, load_mapping
 
 
 class UsageError(Exception):
@@ -284,8 +284,6 @@ def run_fleet(command: str, args: argparse.Namespace) -> int:
     if getattr(args, "root", "/") not in (None, "/"):
         return fail(command, "-i INVENTORY and --root DIR are alternatives: give one")
     if getattr(args, "policy", None):
-        from nodetune.commands.plan import CommandError, load_mapping
-
         try:
             policy = load_mapping(args.policy, "policy")
         except CommandError as exc:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nodetune.cli import EXIT_FAILURE, EXIT_OK, add_target_options
+from nodetune.commands._basics import EXIT_FAILURE, EXIT_OK, add_target_options
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -70,7 +70,7 @@ def _local_page(args: argparse.Namespace) -> str:
     from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import LayoutError, plan
     from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
 
-    from nodetune.commands.plan import CommandError, load_mapping
+    from nodetune.commands._basics import CommandError, load_mapping
     from nodetune.picture import node_page
 
     root = Path(args.root)

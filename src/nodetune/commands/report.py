@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from nodetune.cli import EXIT_DRIFT, EXIT_FAILURE, EXIT_OK, EXIT_PENDING
+from nodetune.commands._basics import EXIT_DRIFT, EXIT_FAILURE, EXIT_OK, EXIT_PENDING
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

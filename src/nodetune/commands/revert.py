@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from nodetune.cli import add_run_options, add_target_options
+from nodetune.commands._basics import add_run_options, add_target_options
 from nodetune.commands._shared import finish, run_command
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from nodetune.cli import EXIT_OK, EXIT_PENDING, add_run_options, add_target_options
+from nodetune.commands._basics import EXIT_OK, EXIT_PENDING, add_run_options, add_target_options
 from nodetune.commands._shared import finish, run_command
 
 

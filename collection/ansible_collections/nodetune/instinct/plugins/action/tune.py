@@ -17,10 +17,13 @@ The shared logic is in ``plugin_utils/role_variables.py``; every role and variab
   (``--tags nvme``, ``--skip-tags smt``; ``--tags verify`` none, no call, unless the task also verifies).
 - ``verify: true`` (the tune role with ``nodetune_tune_verify``): the node is audited in the same module call right
   after the apply, with the verify role's variables; the node's JSON report is written on the controller and, with
-  ``nodetune_verify_fail_on_drift``, the host is failed when it drifts (after its report is written), with a
-  bounded result: the message counts the drift per check id and shows the first findings, and the findings and the
-  apply's changes move to the node's report file and ``<report dir>/tune/<host>.json`` (``plugin_utils/
-  bounded_result.py``; the fleet reports and the API read them back from there).
+  ``nodetune_verify_fail_on_drift``, the host is failed when it drifts (after its report is written), the message
+  counting the drift per check id and showing the first findings.
+- A bounded result (what Ansible keeps per host): in a nodetune role's task, or with ``verify: true``, where the run
+  writes reports (``nodetune_verify_write_reports``), the findings stay in the node's report file
+  (``verify.findings_file``) and the apply's changes move to ``<report dir>/tune/<host>.json`` (``spill_file``),
+  written here as the result arrives (``plugin_utils/bounded_result.py``; the fleet reports, the API and the
+  ``nodetune_detail`` filter read them back from there). A task of the user's own calling the module keeps them.
 - ``nodetune_full_diff`` (a boolean): the module's diff has every value and every file whole, instead of the
   grouped diff of at most 200 lines per node (``module_utils/apply/diff_view.py``); for an apply and a revert alike.
 """
@@ -33,9 +36,9 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
-from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import bound_drift_failure, full_diff
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import bound, full_diff, spill_path
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.lab_backend import module_for
-from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import decoded_findings, finish_audit
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import finish_audit
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.role_variables import (
     ALL_TAGS,
     VERIFY_TAGS,
@@ -114,15 +117,19 @@ class ActionModule(ActionBase):
             args["verify"]["findings_format"] = "json"
         module_name = module_for(self.MODULE_NAME, task_vars, self._templar)  # a lab node: nodetune.lab's
         result.update(self._execute_module(module_name=module_name, module_args=args, task_vars=task_vars))
-        if isinstance(result.get("verify"), dict):
-            # The findings stay one JSON text in the registered result (verify.findings; the report files and the
-            # fleet reports decode it): carried as dicts they cost Ansible more controller CPU than the audit.
-            finish_audit(result, result["verify"], controller)
-            if result.get("failed_on_drift"):
-                audit = result["verify"]
-                findings = decoded_findings(audit) if isinstance(audit.get("findings"), str) else audit.get("findings")
-                bound_drift_failure(result, audit, findings or [], controller.get("report_file"),
-                                    task_vars.get("inventory_hostname"))
+        if self._task.async_val:  # the job's id: its result is async_status's
+            return result
+        audit = result.get("verify") if isinstance(result.get("verify"), dict) else None
+        findings = report_file = None
+        if audit is not None:
+            # Without a report file the findings stay one JSON text in the registered result (verify.findings): as
+            # dicts they cost Ansible more controller CPU than the audit.
+            findings, report_file = finish_audit(result, audit, controller)
+        host = task_vars.get("inventory_hostname")
+        # a nodetune role's task, or one that reports: a task of the user's own calling the module keeps it whole
+        report_dir = variables.report_dir() if role in areas.ROLES or report_file else None
+        bound(result, audit, findings, report_file, spill_path(report_dir, host) if report_dir and host else None,
+              host)
         return result
 
     def _audit_scope(self, variables, args, errors):

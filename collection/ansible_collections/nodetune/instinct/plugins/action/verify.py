@@ -22,14 +22,16 @@ every task costs a worker process per host, and a large value templated per host
   the tune action takes them for ``verify: true``. Options given in the task win.
 - ``fail_on_drift`` (not sent to the node): the host fails when it drifts, after its report is written, with
   ``failed_on_drift: true`` in the result so that the fleet reports count it as drifted.
-- A host failed for drift gets a bounded result: the message counts the drift per check id and shows the first
-  findings; the findings themselves are in the node's report file (``findings_file``), not in the printed line
-  (``plugin_utils/bounded_result.py``; the fleet reports and the API read them back from there).
+- A bounded result (what Ansible keeps per host): where the report is written, the findings and the report are in
+  the node's report file (``findings_file``), not in the result: its summary, counts and drifting check ids stay
+  (``plugin_utils/bounded_result.py``; the fleet reports and the API read them back from there). A host failed for
+  drift gets a message that counts the drift per check id and shows the first findings.
 - The module's diff (the Prometheus textfile's, when its metrics change) is kept to 200 lines unless
   ``nodetune_full_diff`` is true.
 - Transport: the module is asked for ``findings_format: json`` (the findings as one JSON text, the report without
-  them), and this plugin puts the decoded list back into ``findings`` and ``report``: returning the findings as
-  dicts costs more controller CPU per node (Ansible walks every value of a result to hide no_log values).
+  them: ``module_utils/audit/transport.py``), decoded once here; with no report file this plugin puts the list back
+  into ``findings`` and ``report``. Returning the findings as dicts costs more controller CPU per node (Ansible
+  walks every value of a result to hide no_log values).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -40,7 +42,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import diff_view
-from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import bound_drift_failure, full_diff
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import bound, full_diff
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import (
     expand_findings,
     finish_audit,
@@ -103,12 +105,12 @@ class ActionModule(ActionBase):
             args["findings_format"] = "json"
         module_name = module_for(self.MODULE_NAME, task_vars, self._templar)  # a lab node: nodetune.lab's
         result.update(self._execute_module(module_name=module_name, module_args=args, task_vars=task_vars))
-        if compact:
-            expand_findings(result)
-        finish_audit(result, result, controller)
         if isinstance(result.get("diff"), dict) and not whole_diff:
             result["diff"] = diff_view.bounded_text(result["diff"])
-        if result.get("failed_on_drift"):
-            bound_drift_failure(result, result, result.get("findings") or [], controller.get("report_file"),
-                                task_vars.get("inventory_hostname"))
+        if self._task.async_val:  # the job's id: its result is async_status's
+            return result
+        findings, report_file = finish_audit(result, result, controller)
+        if compact and not report_file:  # the result is the only copy: the findings as one list, in the report too
+            expand_findings(result, findings)
+        bound(result, result, findings, report_file, None, task_vars.get("inventory_hostname"))
         return result

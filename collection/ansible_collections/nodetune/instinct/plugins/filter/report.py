@@ -10,13 +10,13 @@ YAML file of each filter's name next to this one (``ansible-doc -t filter nodetu
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import outliers as _outliers
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import report as _report
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import transport
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import restored
 
 DEFAULT_VAR = "nodetune_verify_result"
@@ -43,10 +43,12 @@ def nodetune_verify_results(hostvars: Any, hosts: List[str], var: str = DEFAULT_
     return dict(iter_verify_results(hostvars, hosts, var))
 
 
-def iter_verify_results(hostvars: Any, hosts: List[str], var: str = DEFAULT_VAR) -> Iterator[Tuple[str, Any]]:
+def iter_verify_results(hostvars: Any, hosts: List[str], var: str = DEFAULT_VAR, detail: bool = True
+                        ) -> Iterator[Tuple[str, Any]]:
     """``(host, registered verify result or None)`` for each of ``hosts``, one at a time, the findings decoded as
     each is reached. The fleet reports digest a result and drop it before the next: decoded, the findings of a
-    full-size MI300X node are about 1 MB, too much to hold for a fleet of thousands."""
+    full-size MI300X node are about 1 MB, too much to hold for a fleet of thousands. ``detail=False``: the results
+    as registered, bounded (bounded_result.py), their detail left in the files."""
     if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
         raise AnsibleFilterError("nodetune_verify_results: hosts must be a list of host names (for example "
                                  "ansible_play_hosts_all), got %r" % (hosts,))
@@ -62,8 +64,8 @@ def iter_verify_results(hostvars: Any, hosts: List[str], var: str = DEFAULT_VAR)
             result = _nested(host_vars.get(name), inner) if hasattr(host_vars, "get") else None
             result = _plain(result) if result is not None else None
         # else: stored data, plain already: never mutated here, so not copied
-        # a host failed for drift keeps its findings (and a tune result its changes) in the run's files
-        yield str(host), _with_findings(restored(result))
+        # a bounded result keeps its findings (and a tune result its changes) in the run's files
+        yield str(host), _with_findings(restored(result)) if detail else result
 
 
 def fleet_digests(hostvars: Any, hosts: List[str], var: str = DEFAULT_VAR
@@ -85,19 +87,12 @@ def fleet_digests(hostvars: Any, hosts: List[str], var: str = DEFAULT_VAR
 
 
 def _with_findings(result: Any) -> Any:
-    """A result whose findings are one JSON text (the tune module's audit, as site.yml registers it) as the same
-    result with the list, in ``findings`` and in ``report`` (a new dict: the stored one is left as it is)."""
-    if not isinstance(result, Mapping) or not isinstance(result.get("findings"), str):
-        return result
+    """A result whose findings are one JSON text (the tune module's audit, as site.yml registers it without a report
+    file) as the same result with the list, in ``findings`` and in ``report`` (transport.expanded: a new dict)."""
     try:
-        findings = json.loads(result["findings"])
-    except ValueError as exc:
-        raise AnsibleFilterError("nodetune_verify_results: the findings of a result are not valid JSON: %s"
-                                 % exc) from None
-    expanded = dict(result, findings=findings)
-    if isinstance(result.get("report"), Mapping):
-        expanded["report"] = dict(result["report"], findings=findings)
-    return expanded
+        return transport.expanded(result)
+    except transport.TransportError as exc:
+        raise AnsibleFilterError("nodetune_verify_results: %s" % exc) from None
 
 
 _TEMPLATED = object()
@@ -174,9 +169,23 @@ def nodetune_prometheus(findings: Any, timestamp: Optional[float] = None) -> str
 def nodetune_apply_summary(hostvars: Any, hosts: List[str], var: str = "tune_result", top: int = 0,
                            title: str = "nodetune apply") -> Dict[str, Any]:
     """The fleet's tune results summarised, read straight from ``hostvars`` (as stored, where ansible-core
-    allows: a tune result with its diff and actions is large)."""
-    return _report.apply_summary(nodetune_verify_results(hostvars, hosts, var), top=int(top) or None,
-                                 title=str(title))
+    allows), bounded as registered: the counts per Setting id are in them (``changed_ids``), the changes are not read
+    back from their files."""
+    return _report.apply_summary(dict(iter_verify_results(hostvars, hosts, var, detail=False)),
+                                 top=int(top) or None, title=str(title))
+
+
+def nodetune_detail(result: Any) -> Any:
+    """A registered tune or verify result with the detail the run keeps in the node's files put back (the findings and
+    the report, the changes; bounded_result.restored), the findings as one list. A result that moved nothing out is
+    returned as it is (its findings decoded)."""
+    if not isinstance(result, Mapping):
+        raise AnsibleFilterError("nodetune_detail: expected a registered nodetune.instinct.tune or verify result, got "
+                                 "%s" % type(result).__name__)
+    out = _with_findings(restored(_plain(result)))
+    if isinstance(out.get("verify"), Mapping):
+        out = dict(out, verify=_with_findings(restored(out["verify"])))
+    return out
 
 
 class FilterModule(object):
@@ -190,4 +199,5 @@ class FilterModule(object):
             "nodetune_prometheus": nodetune_prometheus,
             "nodetune_fleet_reports": nodetune_fleet_reports,
             "nodetune_apply_summary": nodetune_apply_summary,
+            "nodetune_detail": nodetune_detail,
         }

@@ -190,6 +190,7 @@ bytecode_cache.install()  # first: the imports below then load from the node's b
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import StructureStore
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 
 
@@ -199,7 +200,8 @@ def main():
         supports_check_mode=True,
     )
     try:
-        topology = discover(module.params["root"])
+        # the structure the tune module kept, where still valid (read only: a facts module writes nothing)
+        topology = discover(module.params["root"], structure=StructureStore(module.params["root"]))
     except NodeFileError as exc:
         module.fail_json(msg="nodetune topology_facts: %s" % exc, root=module.params["root"])
     module.exit_json(changed=False, ansible_facts=dict(nodetune_topology=topology))

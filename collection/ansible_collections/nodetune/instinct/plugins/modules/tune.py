@@ -271,6 +271,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.apply import dif
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils import failures
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import infiniband
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover import structure as structure_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import services as services_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import LayoutError
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import layout_summary, load
@@ -334,12 +336,28 @@ def audit_after_apply(module, params, state, result, waivers, run_command):
     areas, bios = audit_scope(params)
     if (result.get("changed") and not module.check_mode) or areas != params["areas"]:
         state = load(params["root"], areas, params["policy"], run_command, persist_boot=params["persist_boot"],
-                     expected_inventory=expected_inventory(params), learned_inventory=learned_inventory(params))
+                     expected_inventory=expected_inventory(params), learned_inventory=learned_inventory(params),
+                     structure=state.structure)
     options = params["verify"]
     return audit_mod.audit(state, areas, bios, options["health"], waivers,
                            node_name=options["node_name"], textfile_path=options["textfile_path"],
                            check_mode=module.check_mode, warn=module.warn,
                            findings_format=options["findings_format"])
+
+
+def keep_structure(root_path, state, rediscover):
+    """Keep the node's structure for the next run (discover/structure.py), beside the journal only: a node nodetune
+    never changed keeps nothing of it, and revert removes the structure with the journal. A run that changed the node
+    and did not discover it again (no audit) does so first, taking what is unchanged from what it just read: the
+    next run, a no-op, then finds it current and writes nothing."""
+    if not state.root.exists(engine.JOURNAL):
+        return
+    if rediscover:
+        try:
+            discover(root_path, irq_counts=False, structure=state.structure)
+        except NodeFileError:  # the apply stands; the next run discovers afresh
+            return
+    state.structure.save()
 
 
 def main():
@@ -376,6 +394,8 @@ def main():
         if params["state"] == "reverted":
             root = Root(params["root"])
             root.check_node()
+            if not module.check_mode:
+                structure_mod.forget(params["root"])
             try:
                 result = engine.revert(root, check_mode=module.check_mode,
                                        services=services_mod.for_root(root, run_command),
@@ -402,7 +422,8 @@ def main():
         with nullcontext() if module.check_mode else engine.NodeLock(Root(params["root"]), params["lock_timeout"]):
             state = load(params["root"], params["areas"], params["policy"], run_command,
                          persist_boot=params["persist_boot"], expected_inventory=expected_inventory(params),
-                         learned_inventory=learned_inventory(params))
+                         learned_inventory=learned_inventory(params),
+                         structure=structure_mod.StructureStore(params["root"], writable=not module.check_mode))
             bios_drift = check_bios(module, state, params["bios"])
             result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services,
                                   lock_held=not module.check_mode)
@@ -414,6 +435,8 @@ def main():
                 module.fail_json(msg="nodetune applied the tuning (%d change(s), journaled) but could not audit the "
                                      "node after it: %s; audit it with playbooks/verify.yml"
                                      % (len(result.get("actions") or []), detail), **result)
+        if not module.check_mode:
+            keep_structure(params["root"], state, result.get("changed") and audit_options is None)
     except Exception as exc:  # the refusals REFUSALS names; failure() raises any other again
         module.fail_json(**failures.failure(exc, REFUSALS))
 

@@ -232,6 +232,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import audit as audit_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils import failures
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import StructureStore
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import LayoutError
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
@@ -277,7 +278,8 @@ def main():
         waivers = audit_mod.prepare(params["bios"], params["health"], params["waivers"], params["waivers_file"])
         state = load(params["root"], params["areas"], params["policy"], run_command,
                      expected_inventory=params["health"].get("nodetune_inventory_expected"),
-                     persist_boot=params["persist_boot"], learned_inventory=params["learned_inventory"])
+                     persist_boot=params["persist_boot"], learned_inventory=params["learned_inventory"],
+                     structure=StructureStore(params["root"]))  # read only: verify never writes it
         result = audit_mod.audit(state, params["areas"], params["bios"], params["health"], waivers,
                                  node_name=params["node_name"], textfile_path=params["textfile_path"],
                                  check_mode=module.check_mode, warn=module.warn,

@@ -1,22 +1,31 @@
 # -*- coding: utf-8 -*-
 # Copyright: nodetune contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Controller side of the tune and verify actions: a host failed for drift prints a bounded result, its detail in
-the files the run writes; ``nodetune_full_diff``.
+"""Controller side of the tune and verify actions: every result is a bounded summary, its per-value detail in the
+node's files on the controller; a host failed for drift prints a bounded message; ``nodetune_full_diff``.
 
-Why: Ansible's default callback prints a failed task's whole result as one line (``fatal: [host]: FAILED! =>
-{...}``; ansible-core ``plugins/callback/default.py`` ``v2_runner_on_failed`` -> ``CallbackBase._dump_results``,
-which leaves out only ``invocation``, ``diff``, ``exception``, ``warnings`` and ``deprecations`` below ``-vvv``), and
-the registered variable is that same result (``plugins/strategy/__init__.py``: ``strip_internal_keys`` of the
-task's return data). A verify result carries every finding, ~1,700 on a full-size node, twice (``findings`` and
-``report``), and a tune result every change: a drifting MI300X node printed a 600,000-character line.
+Why: what Ansible keeps of a task is its result, per host, to the end of the play (registered, ``hostvars``; the
+strategy's ``strip_internal_keys`` of the task's return data, ansible-core ``plugins/strategy/__init__.py``), and
+its default callback prints a failed task's whole result as one line (``plugins/callback/default.py``
+``v2_runner_on_failed`` -> ``CallbackBase._dump_results``). A full-size MI300X node's first run returned ~1,064
+changes and ~1,800 findings: about 1.3 MB of JSON kept per host on the controller, and a 600,000-character line
+when it failed for drift.
 
-So a result failed for drift keeps what a person reads (the message: counts per check id and the first findings,
-the summary, the report file's path) and the rest moves out of it: the findings and the report are the node's report
-file, written before the host fails (``findings_file`` names it); a tune result's changes and BIOS-level findings
-go to ``<report dir>/tune/<host>.json`` (``spill_file``, ``spilled``). :func:`restored` puts them back for the code
-that reads the registered results (the fleet reports, the apply summary, the Python API), so nothing is lost. Where
-no report file is written (``nodetune_verify_write_reports: false``) the result is the only copy and stays whole.
+So where the run writes the node's report (``nodetune_verify_write_reports``, the default), the action plugin,
+in the worker process that received the module's result, writes the detail to the node's files and keeps
+(:func:`bound`):
+
+- of a verify result (verify's own, or ``verify`` in a tune result): ``changed``, ``drift``, the ``summary`` (counts
+  per status and the drifting check ids, the first :data:`MAX_DRIFT_IDS`), ``notes``, ``textfile`` and
+  ``findings_file``, the report file that holds the findings and the report;
+- of a tune result: everything but its lists (``actions``, ``bios``, ``unconfirmed``, ``restored``, ``gone``), which
+  go to ``<report dir>/tune/<host>.json`` (``spill_file``; ``spilled``: each key moved with its number of items),
+  and ``changed_ids`` (per Setting id, how many values changed: what the apply summary counts).
+
+The diff (``--diff``: at most 200 lines per node, ``module_utils/apply/diff_view.py``) and the failure message stay.
+:func:`restored` puts the detail back for the code that reads it (the fleet reports, the Python API), one host at
+a time. Where no report is written (``nodetune_verify_write_reports: false``) the result is the only copy and stays
+whole.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,6 +39,8 @@ from collections.abc import Mapping
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import transport
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import report_file_name
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import write_text
 
 FULL_DIFF = areas.FULL_DIFF
@@ -38,8 +49,10 @@ MAX_FAILURE_CHARS = 4096
 SHOWN_IDS = 12
 SHOWN_FINDINGS = 5
 VALUE_WIDTH = 60
-#: the keys of a tune result that move to its spill file when it fails for drift
-TUNE_SPILLED = ("actions", "bios", "unconfirmed")
+#: the drifting check ids a bounded summary names (the report file has every one)
+MAX_DRIFT_IDS = 64
+#: the keys of a tune result that move to its spill file
+TUNE_SPILLED = ("actions", "bios", "unconfirmed", "restored", "gone")
 SPILL_DIR = "tune"
 
 
@@ -85,30 +98,59 @@ def drift_message(node, findings, report_file):
         node, len(drifting), len(counts), ids, first, "; ..." if len(drifting) > SHOWN_FINDINGS else "", where)
 
 
-def bound_drift_failure(result, audit, findings, report_file, host):
-    """Shape ``result`` (failed for drift; ``audit`` is the verify result in it, or the same dict, ``findings`` its
-    decoded findings) so that it prints under :data:`MAX_FAILURE_CHARS`: the message, and the detail moved to the
-    node's report file (already written) and, for a tune result, the spill file beside it."""
-    result["msg"] = drift_message(host, findings, report_file)
-    if not report_file:
+def spill_path(report_dir, host):
+    """``<report dir>/tune/<host>.json``: where a tune result's lists go (the host name %-encoded)."""
+    return os.path.join(str(report_dir), SPILL_DIR, report_file_name(host))
+
+
+def bound(result, audit, findings, report_file, spill_file, host):
+    """Shape ``result`` into its bounded summary (see the module's doc). ``audit`` is the verify result in it (the
+    same dict for verify, None for a tune without one), ``findings`` its decoded findings, ``report_file`` the node's
+    report when it was written (None: the audit stays whole), ``spill_file`` where a tune result's lists go (None:
+    they stay). A host failed for drift gets :func:`drift_message`."""
+    if result.get("failed_on_drift"):
+        result["msg"] = drift_message(host, findings or [], report_file)
+    if audit is not None and report_file:
+        for key in (transport.FINDINGS, transport.REPORT):
+            audit.pop(key, None)
+        audit["findings_file"] = os.path.abspath(report_file)
+        _cap_drift_ids(audit)
+    if spill_file and audit is not result:
+        _spill(result, os.path.abspath(spill_file))
+
+
+def _cap_drift_ids(audit):
+    summary = audit.get("summary")
+    ids = summary.get("drift_ids") if isinstance(summary, dict) else None
+    if isinstance(ids, list) and len(ids) > MAX_DRIFT_IDS:
+        audit["summary"] = dict(summary, drift_ids=ids[:MAX_DRIFT_IDS], drift_ids_total=len(ids))
+
+
+def _spill(result, path):
+    """A tune result's lists to ``path``; where it cannot be written they stay, with the reason in ``warnings``."""
+    moved = dict((key, result[key]) for key in TUNE_SPILLED if isinstance(result.get(key), list) and result[key])
+    if not moved:
         return
-    report_file = os.path.abspath(report_file)
-    audit.pop("findings", None)
-    audit.pop("report", None)
-    audit["findings_file"] = report_file
-    if audit is result:
+    try:
+        write_text(path, json.dumps(moved, separators=(",", ":")) + "\n")
+    except (IOError, OSError) as exc:  # kept in the result, whole: nothing is lost for a smaller result
+        result.setdefault("warnings", []).append("nodetune: the tune result is kept whole: %s could not be written "
+                                                 "on the controller (%s)" % (path, exc))
         return
-    spilled = [key for key in TUNE_SPILLED if key in result]
-    if spilled:
-        path = os.path.join(os.path.dirname(os.path.dirname(report_file)), SPILL_DIR, os.path.basename(report_file))
-        try:
-            write_text(path, json.dumps(dict((key, result[key]) for key in spilled), separators=(",", ":")) + "\n")
-        except (IOError, OSError) as exc:  # kept in the result, whole: nothing is lost for a smaller line
-            result["msg"] += "; the tune result is printed whole: %s could not be written (%s)" % (path, exc)
-            return
-        for key in spilled:
-            del result[key]
-        result.update(spill_file=path, spilled=spilled)
+    if "actions" in moved:
+        result["changed_ids"] = changed_ids(moved["actions"])
+    for key in moved:
+        del result[key]
+    result.update(spill_file=path, spilled=dict((key, len(items)) for key, items in moved.items()))
+
+
+def changed_ids(actions):
+    """Setting id -> how many of its values the actions change."""
+    counts = {}
+    for action in actions:
+        key = str(action.get("id")) if isinstance(action, dict) else "?"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def _load(path):
@@ -120,19 +162,22 @@ def _load(path):
 
 
 def restored(result):
-    """``result`` as it was before :func:`bound_drift_failure`: a verify result's findings and report from the
-    node's report file, a tune result's spilled keys from their file (a new dict; the stored one is left as it is).
+    """``result`` with its detail back from the files :func:`bound` wrote: a verify result's findings and report from
+    the node's report file, a tune result's lists from its spill file (a new dict; the stored one is left as it is).
     One level only: the audit inside a tune result (``verify``) is restored by its own call, so that a reader of
     the changes does not parse every finding. A result that moved nothing out, or whose files are gone, is returned
     as it is."""
     if not isinstance(result, Mapping):
         return result
     out = None
-    if result.get("findings_file") and "findings" not in result:
+    if result.get("findings_file") and transport.FINDINGS not in result:
         report = _load(result["findings_file"])
-        if isinstance(report, dict) and isinstance(report.get("findings"), list):
-            out = dict(result, findings=report["findings"], report=report)
-    if result.get("spill_file") and isinstance(result.get("spilled"), list):
+        findings = report.get(transport.FINDINGS) if isinstance(report, dict) else None
+        if isinstance(findings, list):
+            out = transport.with_findings(dict(result, report=report), findings)
+            if isinstance(report.get("summary"), dict):
+                out["summary"] = report["summary"]  # every drifting id
+    if result.get("spill_file") and isinstance(result.get("spilled"), (list, Mapping)):
         data = _load(result["spill_file"])
         if isinstance(data, dict):
             out = dict(out or result)
@@ -140,4 +185,5 @@ def restored(result):
     return result if out is None else out
 
 
-__all__ = ["FULL_DIFF", "MAX_FAILURE_CHARS", "bound_drift_failure", "drift_message", "full_diff", "restored"]
+__all__ = ["FULL_DIFF", "MAX_FAILURE_CHARS", "bound", "changed_ids", "drift_message", "full_diff", "restored",
+           "spill_path"]

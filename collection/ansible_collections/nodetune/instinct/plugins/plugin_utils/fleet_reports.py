@@ -37,6 +37,7 @@ from urllib.parse import unquote
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import outliers as outliers_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import report as report_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import transport
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import escape_label, report_file_name
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import (
     add_learned_to_report,
@@ -309,9 +310,7 @@ def _without_learned(result: Any) -> Any:
     if not isinstance(findings, list) or not _learned_in(findings):
         return result
     kept = [f for f in findings if not (isinstance(f, dict) and f.get("source") == outliers_mod.SOURCE)]
-    if report is result:
-        return dict(result, findings=kept)
-    return dict(result, report=dict(report, findings=kept), findings=kept)
+    return transport.with_findings(result, kept)
 
 
 def _digest(host: str, result: Any) -> Tuple[Dict[str, Any], Optional[Any], bool]:

@@ -2,7 +2,8 @@
 # Copyright: nodetune contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Controller side of an audit's results, shared by the tune and verify action plugins (and fleet_report): the
-findings back from their JSON transport text, the node's JSON report written on the controller, a host failed on
+findings back from their JSON transport text (module_utils/audit/transport.py), the node's JSON report written on
+the controller, a host failed on
 drift after its report is written, and the inventory each node's group majority taught the fleet report, kept for
 the next apply (``<report dir>/learned/<host>.json``)."""
 
@@ -18,6 +19,7 @@ from ansible.errors import AnsibleError
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory as inventory_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import outliers as outliers_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import transport
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import group_findings
 from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import report_file_name
@@ -26,45 +28,34 @@ LEARNED_DIR = "learned"
 LEARNED_VERSION = 1
 
 
-def expand_findings(result):
-    """The module's JSON text of findings back into one list, shared by ``findings`` and ``report``."""
-    findings = decoded_findings(result)
-    if findings is None:
-        return
-    result["findings"] = findings
-    if isinstance(result.get("report"), dict):
-        result["report"] = report_with(result["report"], findings)
+def expand_findings(result, findings=None):
+    """The module's JSON text of findings back into one list, shared by ``findings`` and ``report``, in place
+    (transport.expanded; ``findings``: the list where it is decoded already)."""
+    try:
+        result.update(transport.expanded(result, findings))
+    except transport.TransportError as exc:
+        raise AnsibleError("nodetune returned verify findings that are not valid: %s" % exc) from None
 
 
 def decoded_findings(result):
-    text = result.get("findings")
-    if not isinstance(text, str):
-        return None
+    """The findings of a verify result as a list (transport.decode), or None where it holds none."""
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise AnsibleError("nodetune returned verify findings that are not valid JSON: %s" % exc) from None
-
-
-def report_with(report, findings):
-    """The report with its findings, in the module's key order: findings right after summary."""
-    merged = dict(report)
-    merged["findings"] = findings
-    keys = [k for k in merged if k != "findings"]
-    position = keys.index("summary") + 1 if "summary" in keys else len(keys)
-    return dict((k, merged[k]) for k in keys[:position] + ["findings"] + keys[position:])
+        return transport.decode(result.get(transport.FINDINGS))
+    except transport.TransportError as exc:
+        raise AnsibleError("nodetune returned verify findings that are not valid: %s" % exc) from None
 
 
 def finish_audit(result, audit, controller):
     """Write the node's report on the controller, then fail the host on drift where asked (``result`` is the task
     result, ``audit`` the verify result inside it or the same dict). A host failed for drift keeps its report and
     says so with ``failed_on_drift``, so the fleet reports count it as drifted, not as a node verify could not
-    run on."""
-    report = audit.get("report")
+    run on. Returns the audit's findings (decoded once) and the report file written, or None where none was."""
+    report = audit.get(transport.REPORT)
+    findings = decoded_findings(audit)
+    written = None
     if controller.get("report_file") and isinstance(report, dict) and not result.get("failed"):
-        findings = decoded_findings(audit)  # the tune action keeps them as text in its result
         if findings is not None:
-            report = report_with(report, findings)
+            report = transport.report_with(report, findings)
         if controller.get("report_extra"):  # the run and the host's groups, for fleet reports over many runs
             report = with_checks(dict(report, **controller["report_extra"]))
         try:
@@ -72,12 +63,14 @@ def finish_audit(result, audit, controller):
         except (IOError, OSError) as exc:
             result.update(failed=True, msg="nodetune verify: the report %s could not be written on the "
                                            "controller: %s" % (controller["report_file"], exc))
-            return
+            return findings, None
+        written = controller["report_file"]
     if controller.get("fail_on_drift") and audit.get("drift") and not result.get("failed"):
         ids = ((audit.get("summary") or {}).get("drift_ids")) or []
         where = " (details in %s)" % controller["report_file"] if controller.get("report_file") else ""
         result.update(failed=True, failed_on_drift=True,
                       msg="nodetune verify found drift: %s%s" % (", ".join(ids), where))
+    return findings, written
 
 
 def write_report(path, report):

@@ -332,6 +332,23 @@ class RoleVariables(object):
         return {"areas": {role: values}, "bios": {}}
 
     # ------------------------------------------------------------------------------------ verify
+    def report_dir(self):
+        """``nodetune_report_dir`` where the run writes reports (``nodetune_verify_write_reports``), else None: the
+        controller folder that keeps a host's detail (bounded_result.py). Only these two variables are read, so
+        that an apply alone is not refused for the verify role's others."""
+        declared = areas.ROLES[VERIFY_ROLE]["variables"]
+        values = {}
+        for name in ("nodetune_verify_write_reports", "nodetune_report_dir"):
+            if name in self._task_vars:
+                values[name] = self._task_vars[name]
+            elif "default" in declared.get(name, {}):
+                values[name] = _trusted(declared[name]["default"])
+        values = self._action._templar.template(values)
+        if not values.get("nodetune_report_dir") or \
+                not boolean(values.get("nodetune_verify_write_reports", True), strict=False):
+            return None
+        return str(values["nodetune_report_dir"])
+
     def verify_options(self, errors):
         """The module's ``verify`` mapping and the controller's part (report file, fail on drift) from the verify
         role's variables over its defaults; with ``learned_inventory`` where the last fleet report learned the

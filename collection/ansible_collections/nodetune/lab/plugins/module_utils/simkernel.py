@@ -3,7 +3,7 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What the kernel does when a simulated node's attribute is written.
 
-A simulated node (a tree built by simnode.py) is plain files, so a write would otherwise just replace text. Real
+A simulated node (a tree built by simnode) is plain files, so a write would otherwise just replace text. Real
 sysfs/procfs answer writes with side effects and refusals that nodetune must handle: choice files re-render the
 bracket, changing the I/O scheduler resets ``nr_requests``, ``vm.dirty_ratio`` zeroes ``vm.dirty_bytes``,
 ``smt/control=off`` offlines siblings, EPP is locked (EBUSY) under the ``performance`` governor in amd-pstate active

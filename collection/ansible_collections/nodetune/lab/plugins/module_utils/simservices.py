@@ -157,8 +157,8 @@ class SimServices(object):
         """The target of ``run/systemd/units/invocation:<unit>``, as the simulated node was built with it.
 
         systemd links that name to the unit's invocation id; simnode derives the id from the host name (crc32 of
-        ``<hostname>/invocation``, see simnode._emit_run), so a service started again here gets back the very link
-        the node booted with, and a revert leaves the tree byte-identical.
+        ``<hostname>/invocation``, see simnode/emit_system.py, _emit_run), so a service started again here gets
+        back the very link the node booted with, and a revert leaves the tree byte-identical.
         """
         try:
             hostname = json.loads(self.root.read(".nodetune-simnode.json", strip=False) or "{}")["spec"]["hostname"]

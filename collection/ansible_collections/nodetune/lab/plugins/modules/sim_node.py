@@ -17,7 +17,7 @@ description:
     a small spec. nodetune's tests, Molecule scenarios and the default lab inventory run against such trees
     (C(nodetune_root)) instead of a real machine; C(lstopo --input) reads them too.
   - The spec schema (sockets, cores, SMT, NUMA nodes per socket, cpufreq driver and governor, GPUs/NICs/NVMe with
-    their PCI addresses, sysctls) is documented in the collection's C(plugins/module_utils/simnode.py); the lab
+    their PCI addresses, sysctls) is documented in the collection's C(plugins/module_utils/simnode/spec.py); the lab
     inventory's C(inventories/lab/specs/*.yml) are complete examples. Every field is validated; a bad spec fails
     with a message naming each field, its value and what is valid.
   - The tree's root holds C(.nodetune-simnode.json) with the normalised spec. The module never touches a directory
@@ -71,7 +71,7 @@ attributes:
 notes:
   - Simulated service state for irqbalance is kept as files, the way systemd lays it out
     (C(etc/systemd/system/multi-user.target.wants/irqbalance.service) = enabled,
-    C(run/systemd/units/invocation:irqbalance.service) = running); see C(plugins/module_utils/simnode.py).
+    C(run/systemd/units/invocation:irqbalance.service) = running); see C(plugins/module_utils/simnode/__init__.py).
   - A tree is plain files; kernel side effects of writes are emulated by the collection's root layer for trees
     carrying the marker (C(plugins/module_utils/simkernel.py)).
 """

@@ -22,7 +22,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import bootloader
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.sysctl import (
     KERNEL_PAIRS,
     pair_problem,
@@ -701,23 +701,21 @@ def _note_unchanged_files(root: Root, settings: List[Setting], baseline: Dict[st
             snap["sha256"] = sha256_text(setting.value)
 
 
-# Settings whose next plan asks for the value the kernel capped them at (area_infiniband.kernel_capped_mtu), or
-# kept while a request is pending (area_gpu: a memory partition applies when amdgpu reloads): the node-local
-# checker's files take that value in the same run, so the next run has nothing to change.
-VERIFIED_AT_EFFECTIVE = ("ib.mtu", "gpu.memory_partition")
-
-
 def _check_files_at_effective(root: Root, settings: List[Setting], done: List[Action],
                               checked: List[Dict[str, Any]], services: Any) -> List[Action]:
-    """The check.expected files to rewrite with the values the kernel capped this run's writes at."""
+    """The check.expected files to rewrite with the values the kernel kept of this run's writes, for the Settings
+    whose builder verifies them at that value (Setting.effective_ok: a capped IPoIB MTU, a pending memory
+    partition), so that the next run has nothing to change."""
+    verified_at_effective = set(a.setting.uid for a in done if a.setting.effective_ok)
     effective = dict(((item["id"], item["target"]), item["actual"]) for item in checked
-                     if item["id"] in VERIFIED_AT_EFFECTIVE and item["actual"] is not None)
+                     if "%s[%s]" % (item["id"], item["target"]) in verified_at_effective
+                     and item["actual"] is not None)
     if not effective:
         return []
     before = dict((a.setting.uid, a.before) for a in done)
     out = []
     for setting in settings:
-        patched = inventory.at_effective(setting, effective)
+        patched = checker_files.at_effective(setting, effective)
         if patched is not None and read_current(root, patched, services) != desired(patched):
             out.append(Action(patched, before.get(setting.uid, read_current(root, setting, services)),
                               desired(patched)))

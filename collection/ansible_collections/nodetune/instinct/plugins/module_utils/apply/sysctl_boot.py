@@ -29,13 +29,20 @@ from __future__ import annotations
 import fnmatch
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas.sysctl import DIRTY_BYTES_MIN, DIRTY_PAIRS
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 
 SEARCH_DIRS = ("etc/sysctl.d", "run/sysctl.d", "usr/local/lib/sysctl.d", "usr/lib/sysctl.d", "lib/sysctl.d")
 CHECK_ID = "persist.sysctl_boot"
 _GLOB = "*?["
 _ULONG_MAX = (1 << 64) - 1
+# The kernel refuses vm.dirty_bytes below two pages (dirty_bytes_min = 2 * PAGE_SIZE); 4 KiB pages on x86-64.
+DIRTY_BYTES_MIN = 2 * 4096
+# (ratio variable, bytes variable, ratio key, bytes key) of each exclusive pair; the sysctl area's (areas/sysctl.py)
+DIRTY_PAIRS = (
+    ("nodetune_vm_dirty_ratio", "nodetune_vm_dirty_bytes", "vm.dirty_ratio", "vm.dirty_bytes"),
+    ("nodetune_vm_dirty_background_ratio", "nodetune_vm_dirty_background_bytes",
+     "vm.dirty_background_ratio", "vm.dirty_background_bytes"),
+)
 
 
 def key_path(key: str) -> str:

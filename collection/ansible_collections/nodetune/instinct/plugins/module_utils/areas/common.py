@@ -30,10 +30,13 @@ class Errors(object):
 
 
 class Context(object):
-    """Everything a builder may look at: the root, the discovered Topology and the planned Layout."""
+    """Everything a builder may look at: the root, the discovered Topology and the planned Layout.
+
+    ``journal``: the node's journal as plain data, read once by the caller (plan/node.py) for every builder that
+    asks (the areas sit below the apply engine, which imports them); without one, a plan sees no journal."""
 
     def __init__(self, root: Root, topology: Dict[str, Any], layout: Optional[Dict[str, Any]] = None,
-                 services: Any = None) -> None:
+                 services: Any = None, journal: Optional[Dict[str, Any]] = None) -> None:
         self.root = root
         self.topology = topology
         self.layout = layout or {}
@@ -41,7 +44,7 @@ class Context(object):
         self.errors: List[str] = []
         self.warnings: List[str] = []
         self.notes: List[str] = []  # informational, e.g. "no cpufreq: cpu.governor not applicable"
-        self._journal: Optional[Dict[str, Any]] = None
+        self._journal: Dict[str, Any] = journal or {}
 
     def error(self, message: str) -> None:
         self.errors.append(message)
@@ -50,16 +53,8 @@ class Context(object):
         self.warnings.append(message)
 
     def journal(self) -> Dict[str, Any]:
-        """The node's journal, read once per plan for every builder that asks (the baseline of a value, what the
-        kernel kept of a write); an empty one where there is none or it does not validate (apply refuses such a
-        journal itself, before any write)."""
-        if self._journal is None:
-            from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine  # only when a plan asks
-
-            try:
-                self._journal = engine.load_journal(self.root)
-            except engine.JournalError:
-                self._journal = {}
+        """The node's journal (the baseline of a value, what the kernel kept of a write); an empty one where there is
+        none or it does not validate (apply refuses such a journal itself, before any write)."""
         return self._journal
 
     def effective_records(self) -> Dict[str, Dict[str, Any]]:

@@ -275,8 +275,10 @@ def _memory(ctx: Context, gpu: Dict[str, Any], dev: str, mode: str, changes: Lis
                      "until then a revert cannot withdraw it (amdgpu skips a write of the current mode, "
                      "current_memory_partition_store): revert after the reload to go back to %s"
                      % (_name(gpu), mode, current))
+    # effective_ok: while the request is pending the checker expects the mode amdgpu shows, from the first apply on
     return [Setting("gpu.memory_partition", gpu["bdf"], dev + MEMORY, value, compare=EXACT, area=AREA,
-                    runtime=False, disruptive=True, reboot_required=value != current, reason=reason)]
+                    runtime=False, disruptive=True, reboot_required=value != current, reason=reason,
+                    effective_ok=True)]
 
 
 def kfd_users(ctx: Context) -> Dict[int, List[str]]:

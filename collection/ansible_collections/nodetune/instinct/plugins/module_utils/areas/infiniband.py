@@ -11,8 +11,10 @@ Connected mode allows up to 65520 but ConnectX-4 and later run Enhanced IPoIB, w
 In datagram mode the kernel also caps the MTU by the partition's broadcast group, which the subnet manager sets
 (drivers/infiniband/ulp/ipoib/ipoib_main.c, ``ipoib_change_mtu``: ``dev->mtu = min(priv->mcast_mtu,
 priv->admin_mtu)``) and returns success. sysfs does not show that cap, so the engine reads the MTU back after the
-write and journals what the kernel made of it; the next plan asks for that effective value (and says why) for as
-long as the interface stays at it, instead of rewriting the MTU and drifting on every run.
+write and journals what the kernel made of it (the Setting is ``effective_ok``: the node-local checker expects that
+value from the same run on); the next plan asks for it (Context.effective_records, from the journal plan/node.py
+reads) and says why, for as long as the interface stays at it, instead of rewriting the MTU and drifting on every
+run.
 
 A node without an RDMA device (nothing in /sys/class/infiniband) gets nothing from this area, and the socket buffer
 caps are "at least" (area_sysctl.at_least): a node whose own cap is larger keeps it.
@@ -124,11 +126,12 @@ def _mtu(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
             ctx.warn(cap_message(nic["name"], value, effective))
             reason += "; the kernel caps it at %d (the partition's broadcast group), verified at that" % effective
             value = effective
-        # key: the value the boot restore writes - the requested one, so that the kernel's admin MTU stays there
-        # and the interface rises by itself once the subnet manager's group allows it
+        # restore_value: the boot restore writes the requested MTU, so that the kernel's admin MTU stays there and
+        # the interface rises by itself once the subnet manager's group allows it; effective_ok: verified at the
+        # capped MTU from the first apply on
         settings.append(Setting("ib.mtu", nic["name"], "sys/class/net/%s/mtu" % nic["name"], value, compare=INT,
                                 area=AREA, persist="boot_restore", disruptive=True, reason=reason,
-                                key=str(requested)))
+                                restore_value=str(requested), effective_ok=True))
     return settings
 
 

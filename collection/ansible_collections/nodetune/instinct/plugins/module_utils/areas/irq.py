@@ -127,10 +127,10 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
             if not ctx.root.exists(path):
                 ctx.warn("irq %d (%s) has no %s; skipped" % (irq, entry.get("device"), "/" + path))
                 continue
-            # key = the IRQ's action name (mlx5_comp3@pci:...): IRQ numbers change across reboots, names do not,
-            # so the boot-time restore finds the IRQ again by name.
+            # key = irq_name = the IRQ's action name (mlx5_comp3@pci:...): IRQ numbers change across reboots, names
+            # do not, so the boot-time restore and the node-local checker find the IRQ again by name.
             settings.append(Setting("irq.nic_local", "irq %d" % irq, path, format_cpulist(entry["cpus"]),
-                                    key=entry.get("name") or None,
+                                    key=entry.get("name") or None, irq_name=entry.get("name") or None,
                                     compare=CPULIST, area=AREA, persist="boot_restore",
                                     reason=entry.get("reason") or "NIC completion vector on a local core"))
     if pin_gpu:
@@ -146,7 +146,7 @@ def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
             name = entry.get("name") or None
             key = name if not name or "@pci:" in name else "%s@pci:%s" % (name, entry.get("device"))
             settings.append(Setting("irq.gpu_local", "irq %d" % irq, path, format_cpulist(entry["cpus"]), key=key,
-                                    compare=CPULIST, area=AREA, persist="boot_restore",
+                                    irq_name=key, compare=CPULIST, area=AREA, persist="boot_restore",
                                     reason=entry.get("reason") or "GPU vector on a core of its rank"))
     if ban_config is not None:
         settings.extend(irqbalance_ban(ctx, settings, ban_config))

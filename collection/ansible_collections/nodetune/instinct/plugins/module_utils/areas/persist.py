@@ -46,7 +46,7 @@ REPIN_UNIT_FILE = "etc/systemd/system/" + REPIN_UNIT
 REPIN_TIMER = "nodetune-irq-repin.timer"
 REPIN_TIMER_FILE = "etc/systemd/system/" + REPIN_TIMER
 PINNED_RECORD = "run/nodetune/irqs-pinned.json"  # which IRQ numbers the program handled in this boot (a tmpfs)
-IRQ_IDS = ("irq.nic_local", "irq.gpu_local")  # Settings whose key is the IRQ's action name
+IRQ_IDS = ("irq.nic_local", "irq.gpu_local")  # the pinned IRQs (areas/irq.py): key and irq_name, the action name
 HEADER = "# Managed by nodetune. Local changes are reported as drift and overwritten.\n"
 
 # nodetune-restore without its #! line, which names the node's system Python (interpreter.shebang)
@@ -65,6 +65,8 @@ do; an IRQ moved by hand afterwards is left for verify to report. /run/nodetune/
 IRQ numbers already handled in this boot. Missing devices and failed writes are reported; the exit status is 1
 when any write failed.
 """
+from __future__ import annotations
+
 import json
 import os
 import sys
@@ -73,38 +75,7 @@ RECORD = "%(record)s"
 LATE = %(late)r  # the Setting ids of the IRQs a driver creates after probe (node_check.LATE_IRQ_IDS)
 
 
-def irq_numbers(root, names):
-    """Action name -> IRQ number. A name that carries its PCI device (mlx5_comp3@pci:0000:41:00.0; amdgpu@pci:...
-    for a driver whose action name does not) is looked for among that device's msi_irqs and their
-    /proc/irq/N/<action>/ folders (kernel/irq/proc.c, register_handler_proc()); any other, and one whose device
-    lists no msi_irqs, in /proc/interrupts (megabytes on a large node: read only then)."""
-    numbers = {}
-    listed = set()
-    for bdf in sorted(set(name.partition("@pci:")[2] for name in names) - {""}):
-        wanted = [name for name in names if name.partition("@pci:")[2] == bdf]
-        try:
-            vectors = os.listdir(os.path.join(root, "sys/bus/pci/devices", bdf, "msi_irqs"))
-        except OSError:
-            continue
-        listed.update(wanted)
-        for vector in vectors:
-            if not vector.isdigit():
-                continue
-            try:
-                actions = set(os.listdir(os.path.join(root, "proc/irq", vector)))
-            except OSError:
-                continue
-            for name in wanted:
-                if name in actions or name.partition("@pci:")[0] in actions:
-                    numbers.setdefault(name, int(vector))
-    if any(name not in listed for name in names):
-        with open(os.path.join(root, "proc/interrupts")) as handle:
-            for line in handle.read().splitlines()[1:]:
-                head, _, rest = line.partition(":")
-                if head.strip().isdigit() and rest.split():
-                    numbers.setdefault(rest.split()[-1], int(head))
-    return numbers
-
+%(irq_rule)s
 
 def cpus(text):
     out = set()
@@ -157,7 +128,7 @@ def main(argv):
     if irqs_only:
         items = [item for item in items if item.get("irq_name")]
     names = [item["irq_name"] for item in items if item.get("irq_name")]
-    numbers = irq_numbers(root, names) if names else {}
+    numbers = irq_numbers(names, lambda rel: _entries(root, rel), lambda rel: _read(root, rel)) if names else {}
     record = read_record(root) if irqs_only else {}
     handled = {}
     failed = written = 0
@@ -205,7 +176,9 @@ def main(argv):
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-''' % {"state": STATE_DIR, "record": PINNED_RECORD, "late": node_check.LATE_IRQ_IDS}
+''' % {"state": STATE_DIR, "record": PINNED_RECORD, "late": node_check.LATE_IRQ_IDS,
+       # the IRQ rule nodetune-check and verify follow too, as its text: the program imports nothing of nodetune's
+       "irq_rule": node_check.functions_text(("_read", "_entries", "irq_numbers"))}
 
 UNIT_TEXT = HEADER + """[Unit]
 Description=nodetune: restore runtime tuning (SMT, IRQ affinity, cpufreq, idle states, IPoIB MTU)
@@ -260,13 +233,13 @@ def _by_area(settings: List[Setting]) -> Dict[str, List[Setting]]:
 
 
 def _state_entry(setting: Setting) -> Dict[str, Any]:
-    """One boot-restore entry. IRQs are named by their action name, found again at boot (numbers change)."""
-    if setting.id in IRQ_IDS and setting.key:
-        return {"id": setting.id, "target": setting.key, "irq_name": setting.key, "path": None,
-                "value": setting.value, "order": setting.order}
-    # an IPoIB MTU the kernel caps is restored at the requested value (its key): the kernel keeps that as its admin
-    # MTU and applies the cap itself, so the interface rises once the subnet manager's broadcast group allows it
-    value = setting.key if setting.id == "ib.mtu" and setting.key else setting.value
+    """One boot-restore entry, as the Setting's builder says: an IRQ by its action name (``irq_name``), found again
+    at boot (numbers change); the value ``restore_value`` where the builder gives one (the IPoIB MTU: the requested
+    one, which the kernel keeps as its admin MTU while it applies a cap), else the Setting's own."""
+    value = setting.value if setting.restore_value is None else setting.restore_value
+    if setting.irq_name:
+        return {"id": setting.id, "target": setting.irq_name, "irq_name": setting.irq_name, "path": None,
+                "value": value, "order": setting.order}
     return {"id": setting.id, "target": setting.target, "path": setting.path, "value": value,
             "order": setting.order}
 
@@ -290,7 +263,7 @@ def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List
     for area, group in sorted(runtime.items()):
         entries = [_state_entry(s) for s in group]
         if area == "irq":
-            entries += _pending_entries(ctx, carried_irq_entries(ctx.root, [s.key for s in group if s.id in IRQ_IDS]))
+            entries += _pending_entries(ctx, carried_irq_entries(ctx.root, [s.irq_name for s in group]))
         state = {"version": 1, "settings": sorted(entries, key=lambda e: (e["order"], e["id"], e["target"]))}
         out.append(Setting("persist.boot_restore", "state:" + area, STATE_FILE % area,
                            one_per_line(state, "settings"), kind=FILE, compare="content", area=AREA, mode=0o644,
@@ -328,30 +301,15 @@ _SAFE_IRQ_NAME = re.compile(r"^[A-Za-z0-9_.:@+\-]+$")
 
 
 def irq_numbers(root: Root, names: Iterable[str]) -> Dict[str, int]:
-    """Action name -> IRQ number, as nodetune-restore finds them (its irq_numbers(), the same rules): a name that
-    carries its PCI device (``mlx5_comp3@pci:<BDF>``, ``amdgpu@pci:<BDF>``) among that device's msi_irqs and their
-    /proc/irq/N/<action>/ folders (kernel/irq/proc.c, register_handler_proc()); any other, and one whose device
-    lists no msi_irqs, in /proc/interrupts."""
-    names = list(names)
-    numbers: Dict[str, int] = {}
-    listed = set()
-    for bdf in sorted(set(name.partition("@pci:")[2] for name in names) - {""}):
-        wanted = [name for name in names if name.partition("@pci:")[2] == bdf]
-        if not root.isdir("sys/bus/pci/devices/%s/msi_irqs" % bdf):
-            continue
-        listed.update(wanted)
-        for vector in root.listdir("sys/bus/pci/devices/%s/msi_irqs" % bdf):
-            if vector.isdigit():
-                actions = set(root.listdir("proc/irq/" + vector))
-                for name in wanted:
-                    if name in actions or name.partition("@pci:")[0] in actions:
-                        numbers.setdefault(name, int(vector))
-    if any(name not in listed for name in names):
-        for line in (root.read("proc/interrupts", strip=False) or "").splitlines()[1:]:
-            head, _sep, rest = line.partition(":")
-            if head.strip().isdigit() and rest.split():
-                numbers.setdefault(rest.split()[-1], int(head))
-    return numbers
+    """Action name -> IRQ number, read through ``root`` by the rule nodetune-restore and nodetune-check follow
+    (node_check.irq_numbers)."""
+    return node_check.irq_numbers(list(names), lambda rel: _folder_entries(root, rel),
+                                  lambda rel: root.read(rel, strip=False))
+
+
+def _folder_entries(root: Root, rel: str) -> Optional[List[str]]:
+    entries = root.listdir(rel)
+    return entries if entries or root.isdir(rel) else None
 
 
 def device_present(root: Root, irq_name: str) -> bool:
@@ -390,7 +348,7 @@ def carried_irq_entries(root: Optional[Root],
     problems: List[str] = []
     candidates = []
     for entry in entries:
-        if not isinstance(entry, dict) or entry.get("id") not in IRQ_IDS:
+        if not isinstance(entry, dict):
             continue
         name, value = entry.get("irq_name"), entry.get("value")
         if not isinstance(name, str) or name in names or name.partition("@pci:")[2] not in devices:
@@ -431,17 +389,19 @@ def safe_irq_name(name: str) -> bool:
 
 
 def _udev_rules(settings: List[Setting]) -> str:
-    by_device: Dict[str, Dict[str, str]] = {}
+    by_device: Dict[str, Dict[str, Tuple[int, str]]] = {}
     for s in settings:
-        attr = "queue/scheduler" if s.id == "nvme.scheduler" else "queue/nr_requests"
-        by_device.setdefault(s.target, {})[attr] = s.value
+        # the attribute as udev's ATTR{} names it: relative to the device's folder (sys/block/<dev>/queue/scheduler)
+        attr = s.path[len("sys/block/%s/" % s.target):]
+        by_device.setdefault(s.target, {})[attr] = (s.order, s.value)
     if not by_device:
         return ""
 
-    # Scheduler first: switching it resets nr_requests (udev applies ATTR assignments in order).
-    def assignments(attrs: Dict[str, str]) -> str:
-        return ", ".join('ATTR{%s}="%s"' % (a, attrs[a])
-                         for a in ("queue/scheduler", "queue/nr_requests") if a in attrs)
+    # In the Settings' apply order, the scheduler first: switching it resets nr_requests (udev applies ATTR
+    # assignments in order).
+    def assignments(attrs: Dict[str, Tuple[int, str]]) -> str:
+        return ", ".join('ATTR{%s}="%s"' % (attr, value)
+                         for attr, (_order, value) in sorted(attrs.items(), key=lambda item: (item[1][0], item[0])))
     # Whole namespaces only: udev's '*' also matches the 'p1' of a partition (nvme0n1p1), which has no queue/
     # folder, so every partition would log a failed ATTR write. DEVTYPE is 'disk' for a namespace, 'partition'
     # for its partitions (the kernel's block uevent).

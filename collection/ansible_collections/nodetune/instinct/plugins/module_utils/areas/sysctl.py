@@ -28,7 +28,10 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import sysctl_boot
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.sysctl_boot import DIRTY_BYTES_MIN, DIRTY_PAIRS
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
     Context,
     describe,
@@ -48,14 +51,6 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
 AREA = "sysctl"
 VARIABLES = areas.area_variables(AREA)
 _KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_\-]+)+$")
-# The kernel refuses vm.dirty_bytes below two pages (dirty_bytes_min = 2 * PAGE_SIZE); 4 KiB pages on x86-64.
-DIRTY_BYTES_MIN = 2 * 4096
-# (ratio variable, bytes variable, ratio key, bytes key) of each exclusive pair
-DIRTY_PAIRS = (
-    ("nodetune_vm_dirty_ratio", "nodetune_vm_dirty_bytes", "vm.dirty_ratio", "vm.dirty_bytes"),
-    ("nodetune_vm_dirty_background_ratio", "nodetune_vm_dirty_background_bytes",
-     "vm.dirty_background_ratio", "vm.dirty_background_bytes"),
-)
 
 
 def sysctl_path(key: str) -> str:
@@ -234,10 +229,6 @@ def _dirty_form(ctx: Context, config: Dict[str, Any], extra: Dict[str, Any], pai
 def _site_form(ctx: Context, key: str, value: int) -> Optional[Dict[str, Any]]:
     """The boot model's entry (sysctl_boot.boot_checks) where a site's sysctl.d file decides ``key``'s pair at boot
     by setting the other form after nodetune's file; None where nodetune's ``key=value`` would hold at boot."""
-    # imported here: sysctl_boot and area_persist import this module
-    from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
-    from ansible_collections.nodetune.instinct.plugins.module_utils.apply import sysctl_boot
-
     ours = area_persist.SYSCTL_FILE % AREA
     planned = [sysctl_setting(key, value, AREA, ""),
                Setting("persist.sysctl_d", AREA, ours, "%s = %d\n" % (key, value), kind=FILE, compare="content")]

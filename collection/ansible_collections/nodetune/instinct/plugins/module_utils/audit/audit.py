@@ -22,6 +22,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.apply import boo
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import health as health_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory as inventory_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import report as report_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import transport
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import (
     WaiverError,
     apply_waivers,
@@ -147,7 +148,4 @@ def audit(state: Any, areas: Dict[str, Any], bios: Dict[str, Any], health: Dict[
         result["textfile"], diff = _write_textfile(state.root, textfile_path, text, check_mode, warn)
         if diff is not None:  # the module returns it in diff mode (verify) or folds it into its own (tune)
             result.update(changed=True, diff=diff)
-    if findings_format == "json":
-        result["findings"] = json.dumps(finding_dicts, separators=(",", ":"))
-        result["report"] = dict((k, v) for k, v in report.items() if k != "findings")
-    return result
+    return transport.compact(result, finding_dicts, findings_format)

@@ -6,6 +6,9 @@
 A waiver whose id matches no check (``nvme.schedular``) would silently waive nothing while its author believes the
 drift is covered; waivers are therefore refused unless their id is one of these. Each area declares its own check ids
 (and, where they are open-ended, their pattern) in areas/declarations.py, so this module holds no per-area list.
+The read-only checks' ids are data too: the choices of ``nodetune_bios_checks`` and ``nodetune_health_checks`` there,
+and node_check.INVENTORY_KEYS. This module imports no check (bios, health and inventory import finding.py, which
+imports this module to refuse a waiver); tests/unit/test_import_graph.py holds those ids equal to the checks' own.
 tests/unit/test_safety_catalogue.py checks the ids against those the code really builds; tests/unit/test_new_area.py
 pins every published id.
 """
@@ -17,11 +20,9 @@ import re
 from typing import List, Pattern, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import bios
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import health
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
 
-# what every apply adds whatever the areas (areas/persist.py, inventory.py, sysctl_boot.py): not an area's
+# what every apply adds whatever the areas (areas/persist.py, areas/checker_files.py, sysctl_boot.py): not an area's
 ENGINE_IDS = ("persist.sysctl_d", "persist.udev", "persist.boot_restore", "persist.sysctl_boot",
               "check.expected", "check.program")
 AREA_IDS = tuple(check_id for name in areas.AREAS for check_id in areas.ROLES[name]["check_ids"])
@@ -32,11 +33,20 @@ ID_PATTERNS: Tuple[Tuple[Pattern[str], str], ...] = tuple(
     for name in areas.AREAS if areas.ROLES[name].get("check_id_pattern"))
 
 
+def declared_checks(role: str, variable: str) -> Tuple[str, ...]:
+    """The checks a role's list variable may name (its declared choices): bios.CHECKS, health.CHECKS."""
+    return tuple(areas.ROLES[role]["variables"][variable]["choices"])
+
+
+BIOS_CHECKS = declared_checks(areas.BIOS_ROLE, "nodetune_bios_checks")
+HEALTH_CHECKS = declared_checks("verify", "nodetune_health_checks")
+
+
 def known_ids() -> List[str]:
     return sorted(set(SETTING_IDS
-                      + tuple("bios." + check for check in bios.CHECKS)
-                      + tuple("health." + check for check in health.CHECKS)
-                      + tuple("inventory." + key for key in inventory.KEYS)
+                      + tuple("bios." + check for check in BIOS_CHECKS)
+                      + tuple("health." + check for check in HEALTH_CHECKS)
+                      + tuple("inventory." + key for key in node_check.INVENTORY_KEYS)
                       + tuple(area + ".applicable" for area in areas.AREAS)))  # one per area role
 
 

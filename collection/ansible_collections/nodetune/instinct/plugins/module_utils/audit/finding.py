@@ -16,6 +16,8 @@ import operator
 import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import check_ids
+
 OK = "ok"
 DRIFT = "drift"
 NOT_APPLICABLE = "not_applicable"
@@ -65,9 +67,6 @@ def validate_waivers(waivers: Any) -> List[Dict[str, Any]]:
         return []
     if not isinstance(waivers, list):
         raise WaiverError("waivers must be a list of {id, target, reason, expires}, got %s" % type(waivers).__name__)
-    # check_ids imports bios, which imports this module
-    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import check_ids
-
     out = []
     for index, entry in enumerate(waivers):
         where = "waiver #%d" % (index + 1)

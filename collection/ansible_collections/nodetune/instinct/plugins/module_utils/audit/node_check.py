@@ -28,7 +28,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: a health check runs often, keep imports few
-    from typing import Any, Dict, List, Optional, Tuple
+    from typing import Any, Callable, Dict, List, Optional, Tuple
 
 PROG = "nodetune-check"
 CONFIG_DIR = "etc/nodetune/check.d"  # inside --root
@@ -103,11 +103,16 @@ def _word(root: str, rel: str) -> Optional[str]:
     return text.strip() if text is not None else None
 
 
-def _listdir(root: str, rel: str) -> List[str]:
+def _entries(root: str, rel: str) -> Optional[List[str]]:
+    """The names in a folder under ``root``; None where it cannot be listed (absent, not a folder)."""
     try:
-        return sorted(os.listdir(os.path.join(root, rel)))
+        return os.listdir(os.path.join(root, rel))
     except OSError:
-        return []
+        return None
+
+
+def _listdir(root: str, rel: str) -> List[str]:
+    return sorted(_entries(root, rel) or [])
 
 
 def _cpulist(text: Optional[str]) -> List[int]:
@@ -320,32 +325,37 @@ def _line_value(text: Optional[str], key: str) -> Optional[str]:
     return value
 
 
-def _irq_numbers(root: str, names: List[str]) -> Dict[str, int]:
-    """IRQ number of each name, as nodetune-restore finds it (area_persist.irq_numbers): a name that carries its PCI
-    device among that device's msi_irqs and their /proc/irq/N/<action>/ folders (kernel/irq/proc.c,
-    register_handler_proc()), where the action is the name itself (``mlx5_comp3@pci:<BDF>``) or, for a driver
-    whose action does not carry its device, the part before ``@pci:`` (``amdgpu@pci:<BDF>``: every GPU's vector is
-    named ``amdgpu``); /proc/interrupts (megabytes on a 384-CPU node) only for names not found that way, by the
-    whole name (so never an amdgpu one: its line does not say whose it is)."""
+def irq_numbers(names: List[str], listdir: Callable[[str], Optional[List[str]]],
+                read: Callable[[str], Optional[str]]) -> Dict[str, int]:
+    """Action name -> IRQ number: the one rule nodetune-check, nodetune-restore (which carries this function's text,
+    area_persist.RESTORE_PROGRAM) and verify (area_persist.irq_numbers) find IRQs by; ``listdir(rel)`` and
+    ``read(rel)`` read under the node's root (None: absent).
+
+    A name that carries its PCI device is looked for among that device's msi_irqs and their /proc/irq/N/<action>/
+    folders (kernel/irq/proc.c, register_handler_proc()), where the action is the name itself
+    (``mlx5_comp3@pci:<BDF>``) or, for a driver whose action does not carry its device, the part before ``@pci:``
+    (``amdgpu@pci:<BDF>``: every GPU's vector is named ``amdgpu``). /proc/interrupts (megabytes on a 384-CPU node)
+    is read only for a name without a device or whose device lists no msi_irqs, and matched by the whole name (so
+    never an amdgpu one: its line does not say whose it is); a vector its driver has not created yet (mlx5, Linux
+    6.5+) does not cost that read every time."""
     numbers = {}  # type: Dict[str, int]
+    listed = set()  # type: set
     for bdf in sorted(set(name.partition("@pci:")[2] for name in names) - {""}):
         wanted = [name for name in names if name.partition("@pci:")[2] == bdf]
-        try:
-            vectors = os.listdir(os.path.join(root, "sys/bus/pci/devices", bdf, "msi_irqs"))
-        except OSError:
+        vectors = listdir("sys/bus/pci/devices/%s/msi_irqs" % bdf)
+        if vectors is None:
             continue
-        for vector in vectors:
-            if vector and all("0" <= c <= "9" for c in vector):
-                try:
-                    actions = set(os.listdir(os.path.join(root, "proc/irq", vector)))
-                except OSError:
-                    continue
-                for name in wanted:
-                    if name in actions or name.partition("@pci:")[0] in actions:
-                        numbers.setdefault(name, int(vector))
-    if all(name in numbers for name in names):
+        listed.update(wanted)
+        for vector in sorted(vectors):
+            if not vector or not all("0" <= c <= "9" for c in vector):
+                continue
+            actions = set(listdir("proc/irq/" + vector) or ())
+            for name in wanted:
+                if name in actions or name.partition("@pci:")[0] in actions:
+                    numbers.setdefault(name, int(vector))
+    if all(name in listed for name in names):
         return numbers
-    for line in (_read(root, "proc/interrupts") or "").splitlines()[1:]:
+    for line in (read("proc/interrupts") or "").splitlines()[1:]:
         head, _sep, rest = line.partition(":")
         head = head.strip()
         if head.isdigit():
@@ -353,6 +363,10 @@ def _irq_numbers(root: str, names: List[str]) -> Dict[str, int]:
             if words:
                 numbers.setdefault(words[-1], int(head))
     return numbers
+
+
+def _irq_numbers(root: str, names: List[str]) -> Dict[str, int]:
+    return irq_numbers(names, lambda rel: _entries(root, rel), lambda rel: _read(root, rel))
 
 
 def _masked(root: str, base: str, unit: str) -> bool:
@@ -531,6 +545,20 @@ def main(argv: Optional[List[str]] = None) -> int:
 def script_text(shebang: str) -> str:
     """This very file as the node's standalone checker, run by the ``shebang`` line (interpreter.shebang)."""
     return shebang + _own_source()
+
+
+def functions_text(names: Tuple[str, ...]) -> str:
+    """The text of these top-level functions of this file, for a program rendered with them (nodetune-restore
+    carries irq_numbers so that it finds IRQs by the checker's very rule)."""
+    lines = _own_source().splitlines(True)
+    out = []
+    for name in names:
+        start = next(index for index, line in enumerate(lines) if line.startswith("def %s(" % name))
+        end = start + 1
+        while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t"):
+            end += 1  # the body and its blank lines, up to the next line at the left margin
+        out.append("".join(lines[start:end]).rstrip("\n") + "\n")
+    return "\n\n".join(out)
 
 
 def _own_source() -> str:

@@ -17,7 +17,7 @@ the node's own ``inventory.<key>`` drift finding, the id a declaration gives, wi
 group, its majority and who holds it in the remedy (:func:`learned_finding`); the fleet report adds it to the node's
 report, the fleet summary and JUnit, and the API's result. Every node's learned expectation
 (:func:`learned_expectation`) is kept on the controller for the next apply, which writes it into nodetune-check's
-``inventory.json`` (inventory.check_settings).
+``inventory.json`` (areas/checker_files.check_settings).
 
 The outliers also go into the fleet summary (``outliers``, and lines of its text) and into the JUnit XML as one more
 testsuite, ``nodetune.outliers`` (one failing testcase per outlier).

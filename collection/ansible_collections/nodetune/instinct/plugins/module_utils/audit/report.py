@@ -334,14 +334,11 @@ def apply_summary(results: Dict[str, Any], top: Optional[int] = None, names: int
         (changed if result.get("changed") else unchanged).append(host)
         if result.get("reboot_required"):
             reboot.append(host)
-        restored += len(result.get("restored") or [])
-        seen = set()
-        for action in result.get("actions") or []:
-            entry = by_id.setdefault(str(action.get("id")), [0, 0])
-            entry[1] += 1
-            if action.get("id") not in seen:
-                seen.add(action.get("id"))
-                entry[0] += 1
+        restored += _items(result, "restored")
+        for check, values in _changed_ids(result).items():
+            entry = by_id.setdefault(check, [0, 0])
+            entry[0] += 1
+            entry[1] += values
         for note in result.get("notes") or []:
             notes[str(note)] = notes.get(str(note), 0) + 1
     frequent = sorted(by_id.items(), key=lambda item: (-item[1][0], -item[1][1], item[0]))
@@ -356,6 +353,24 @@ def apply_summary(results: Dict[str, Any], top: Optional[int] = None, names: int
     }
     summary["text"] = _apply_lines(summary, names, title)
     return summary
+
+
+def _items(result: Dict[str, Any], key: str) -> int:
+    """How many items a tune result's list has: in it, or counted where it moved to its spill file (``spilled``)."""
+    spilled = result.get("spilled")
+    if key not in result and isinstance(spilled, dict) and isinstance(spilled.get(key), int):
+        return spilled[key]
+    return len(result.get(key) or [])
+
+
+def _changed_ids(result: Dict[str, Any]) -> Dict[str, int]:
+    """Setting id -> values changed: from the actions, or the counts a bounded result keeps (``changed_ids``)."""
+    if "actions" not in result and isinstance(result.get("changed_ids"), dict):
+        return dict((str(k), int(v)) for k, v in result["changed_ids"].items())
+    counts: Dict[str, int] = {}
+    for action in result.get("actions") or []:
+        counts[str(action.get("id"))] = counts.get(str(action.get("id")), 0) + 1
+    return counts
 
 
 def _apply_lines(summary: Dict[str, Any], names: int, title: str) -> List[str]:

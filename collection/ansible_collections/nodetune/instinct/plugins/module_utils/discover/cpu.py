@@ -11,8 +11,18 @@ guess) when none exists; the caller collects what is missing into ``absent``/``w
 
 from __future__ import annotations
 
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import (
+    are_bools,
+    are_int_lists,
+    are_ints,
+    are_ints_or_none,
+    are_strs,
+    is_record,
+    same_length,
+)
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
+    format_cpulist,
     leading_decimal,
     number_after,
     parse_cpulist,
@@ -192,67 +202,162 @@ def _parse_distances(root: Root, node_id: int, text: Optional[str], node_ids: Li
 
 
 # --------------------------------------------------------------------------------------------- CPUs
+def online_evidence(cpu_lists: Dict[str, Optional[List[int]]]) -> Optional[List[Optional[str]]]:
+    """The CPU sets a cached CPU structure was read under (``online``, ``possible``, ``present``, as cpulists); None
+    where the kernel gives no global ``online`` list: each CPU's online state then is its own file, which a cache
+    would have to read anyway.
+
+    Why they suffice (with the boot, see structure.BOOT_ID): a CPU's directory, its topology ids and whether it can be
+    offlined are fixed when it is registered (drivers/base/cpu.c register_cpu, for each present CPU; physical hotplug
+    changes ``present``); what else the kernel shows per CPU follows the online set: thread_siblings_list drops offline
+    siblings (arch/x86/kernel/smpboot.c remove_siblinginfo), an offline CPU has no cache/ directory, and a cpufreq
+    policy's affected_cpus are its online CPUs (drivers/cpufreq/cpufreq.c cpufreq_offline)."""
+    if cpu_lists["online"] is None:
+        return None
+    return [None if cpu_lists[name] is None else format_cpulist(cpu_lists[name] or [])
+            for name in ("online", "possible", "present")]
+
+
 def read_cpus(root: Root, cpu_lists: Dict[str, Optional[List[int]]], numa_nodes: List[Dict[str, Any]],
-              warnings: List[str]) -> List[Dict[str, Any]]:
-    """One entry per ``cpuN`` directory.
+              warnings: List[str], store: Any = None) -> List[Dict[str, Any]]:
+    """One entry per ``cpuN`` directory: its structure from ``store`` where it was read under the same
+    :func:`online_evidence`, else read afresh (and given to ``store``); its online state and NUMA node afresh.
 
     A CPU's NUMA node is taken from the node cpulists already read (the kernel's own truth, one read per
     node); only a CPU that no node lists costs a listing of its directory for the ``nodeN`` link.
     """
-    online_set = set(cpu_lists["online"]) if cpu_lists["online"] is not None else None
-    node_of: Dict[int, int] = {}
-    for node in numa_nodes:
-        for cpu in node["cpus"]:
-            node_of.setdefault(cpu, node["id"])
-    cpus: List[Dict[str, Any]] = []
+    evidence = online_evidence(cpu_lists) if store is not None else None
+    structure = store.known("cpus", evidence, _valid_cpu_structure) if evidence is not None else None
+    online_texts: List[Optional[str]] = []
+    if structure is None:
+        structure, online_texts = _cpu_structure(root, numa_nodes)
+        if evidence is not None:
+            store.learn("cpus", evidence, structure)
+    warnings.extend(structure["warnings"])
+    return _cpu_values(root, structure, online_texts, cpu_lists, numa_nodes, warnings)
+
+
+def _cpu_structure(root: Root, numa_nodes: List[Dict[str, Any]]) -> Tuple[Dict[str, Any], List[Optional[str]]]:
+    """What does not change while the online set stays (see online_evidence), in columns, and each CPU's ``online``
+    file (a value: read here because its presence is structure, used only where there is no global list)."""
     root.subdirs(CPU_DIR)  # resolves every plain cpuN directory at once (see Root.subdirs)
     cpu_dirs = numbered(root.listdir(CPU_DIR), _CPU_NAME)
     online_files = root.read_attrs_many([CPU_DIR + "/" + name for _cpu, name in cpu_dirs], ("online",))
     topologies = root.read_attrs_many(
         ["%s/%s/topology" % (CPU_DIR, name) for _cpu, name in cpu_dirs], _TOPOLOGY_FILES)
-    for (cpu_id, name), (online_text, _mode), (topo_texts, _mode2) in zip(cpu_dirs, online_files, topologies):
+    listed = set(cpu for node in numa_nodes for cpu in node["cpus"])
+    warnings: List[str] = []
+    columns: Dict[str, Any] = {"ids": [], "names": [], "hotpluggable": [], "core_id": [], "package": [], "die": [],
+                               "thread_siblings": [], "node_links": {}, "warnings": warnings}
+    for (cpu_id, name), (topo_texts, _mode) in zip(cpu_dirs, topologies):
         rel = CPU_DIR + "/" + name
-        hotpluggable = online_text[0] is not None
-        if online_set is not None:
-            online = cpu_id in online_set
-        elif hotpluggable:
-            online = online_text[0] == "1"
-        else:
-            online = True  # no file anywhere: the kernel cannot offline it (CPU0 on x86 >= 6.5)
-        numa_node = node_of.get(cpu_id)
-        if numa_node is None and numa_nodes:
-            for entry in root.listdir(rel):
-                numa_node = number_after(entry, _NODE_NAME)
-                if numa_node is not None:
-                    break
         topo = dict(zip(_TOPOLOGY_FILES, topo_texts))
         siblings = cpulist_or_none(topo.get("thread_siblings_list"), rel + "/topology/thread_siblings_list",
                                    warnings)
         if siblings is None and topo.get("thread_siblings_list") is None:  # kernels before the _list files
             mask = root.read(rel + "/topology/thread_siblings")
             siblings = cpumask_or_none(mask, rel + "/topology/thread_siblings", warnings)
+        if numa_nodes and cpu_id not in listed:
+            columns["node_links"][str(cpu_id)] = _node_link(root, rel)
+        columns["ids"].append(cpu_id)
+        columns["names"].append(name)
+        columns["core_id"].append(parse_int(topo.get("core_id")))
+        columns["package"].append(parse_int(topo.get("physical_package_id")))
+        columns["die"].append(parse_int(topo.get("die_id")))
+        columns["thread_siblings"].append(siblings)
+    online_texts = [texts[0] for texts, _mode in online_files]
+    columns["hotpluggable"] = [text is not None for text in online_texts]
+    return columns, online_texts
+
+
+def _node_link(root: Root, rel: str) -> Optional[int]:
+    """The NUMA node of a CPU's ``nodeN`` link (drivers/base/node.c register_cpu_under_node: fixed while it runs)."""
+    for entry in root.listdir(rel):
+        node = number_after(entry, _NODE_NAME)
+        if node is not None:
+            return node
+    return None
+
+
+def _valid_cpu_structure(columns: Any) -> bool:
+    return (is_record(columns, {"ids": are_ints, "names": are_strs, "hotpluggable": are_bools,
+                                "core_id": are_ints_or_none, "package": are_ints_or_none, "die": are_ints_or_none,
+                                "thread_siblings": lambda v: are_int_lists(v, allow_none=True),
+                                "node_links": lambda v: type(v) is dict and are_ints_or_none(list(v.values())),
+                                "warnings": are_strs})
+            and same_length(*(columns[key] for key in ("ids", "names", "hotpluggable", "core_id", "package", "die",
+                                                         "thread_siblings")))
+            and all(number_after(name, _CPU_NAME) == cpu for cpu, name in zip(columns["ids"], columns["names"])))
+
+
+def _cpu_values(root: Root, columns: Dict[str, Any], online_texts: List[Optional[str]],
+                cpu_lists: Dict[str, Optional[List[int]]], numa_nodes: List[Dict[str, Any]],
+                warnings: List[str]) -> List[Dict[str, Any]]:
+    """The CPU entries: the structure's fields, with each CPU's online state and NUMA node as the node is now."""
+    online_set = set(cpu_lists["online"]) if cpu_lists["online"] is not None else None
+    node_of: Dict[int, int] = {}
+    for node in numa_nodes:
+        for cpu in node["cpus"]:
+            node_of.setdefault(cpu, node["id"])
+    links = columns["node_links"]
+    cpus: List[Dict[str, Any]] = []
+    for index, cpu_id in enumerate(columns["ids"]):
+        hotpluggable = columns["hotpluggable"][index]
+        if online_set is not None:
+            online = cpu_id in online_set
+        elif hotpluggable:
+            online = online_texts[index] == "1"
+        else:
+            online = True  # no file anywhere: the kernel cannot offline it (CPU0 on x86 >= 6.5)
+        numa_node = node_of.get(cpu_id)
+        if numa_node is None and numa_nodes:
+            key = str(cpu_id)
+            numa_node = links[key] if key in links else _node_link(root, CPU_DIR + "/" + columns["names"][index])
         cpus.append({
             "id": cpu_id,
             "online": online,
             "hotpluggable": hotpluggable,
-            "core_id": parse_int(topo.get("core_id")),
-            "package": parse_int(topo.get("physical_package_id")),
-            "die": parse_int(topo.get("die_id")),
+            "core_id": columns["core_id"][index],
+            "package": columns["package"][index],
+            "die": columns["die"][index],
             "numa_node": numa_node,
-            "thread_siblings": siblings,
+            "thread_siblings": columns["thread_siblings"][index],
         })
     if cpus and cpu_lists["online"] is None:
         warnings.append("%s/online is absent: online state taken from cpuN/online files" % CPU_DIR)
     return cpus
 
 
-def read_l3_domains(root: Root, cpus: List[Dict[str, Any]], warnings: List[str]) -> List[List[int]]:
+def online_cpus_text(cpus: List[Dict[str, Any]]) -> str:
+    """The online CPUs as a cpulist: what the L3 domains and the cpufreq policies' CPUs of a running node follow (see
+    online_evidence)."""
+    return format_cpulist(cpu["id"] for cpu in cpus if cpu["online"])
+
+
+def read_l3_domains(root: Root, cpus: List[Dict[str, Any]], warnings: List[str], store: Any = None) -> List[List[int]]:
     """The CPU sets that share a level-3 cache (``cpuN/cache/index3/shared_cpu_list``: an EPYC CCX/CCD).
 
     One read per domain, not per CPU: a CPU already listed in a domain read before is skipped. Offline CPUs
     have no cache directory (the kernel drops them from the masks), so only online CPUs are read. Returns []
-    where the kernel shows no L3 (``index3`` absent, or not level 3).
+    where the kernel shows no L3 (``index3`` absent, or not level 3). Structure only: taken from ``store`` where the
+    online CPUs are the same (the cache topology is fixed per boot, drivers/base/cacheinfo.c).
     """
+    evidence = online_cpus_text(cpus) if store is not None else None
+    known = store.known("l3_domains", evidence, _valid_l3) if store is not None else None
+    if known is None:
+        found: List[str] = []
+        known = {"domains": _l3_domains(root, cpus, found), "warnings": found}
+        if store is not None:
+            store.learn("l3_domains", evidence, known)
+    warnings.extend(known["warnings"])
+    return known["domains"]
+
+
+def _valid_l3(value: Any) -> bool:
+    return is_record(value, {"domains": are_int_lists, "warnings": are_strs})
+
+
+def _l3_domains(root: Root, cpus: List[Dict[str, Any]], warnings: List[str]) -> List[List[int]]:
     domains: List[List[int]] = []
     seen = set()  # type: set
     for cpu in cpus:
@@ -287,20 +392,20 @@ def read_smt(root: Root, cpus: List[Dict[str, Any]], warnings: List[str]) -> Dic
 
 
 # --------------------------------------------------------------------------------------------- cpufreq
-# Per policy: which CPUs it governs and their state. The kernel has ONE cpufreq driver (a global), so the
-# driver's name and the lists of what it accepts are the same in every policy: they are read from the first
-# policy that has them, not from all of them (a 384-CPU node has 384 policies: 1,152 files saved).
-_POLICY_FILES = ("affected_cpus", "scaling_governor", "energy_performance_preference")
+# Per policy: which CPUs it governs (structure) and their state (values). The kernel has ONE cpufreq driver (a
+# global), so the driver's name and the lists of what it accepts are the same in every policy: they are read from the
+# first policy that has them, not from all of them (a 384-CPU node has 384 policies: 1,152 files saved).
+_POLICY_FILES = ("scaling_governor", "energy_performance_preference")
 _DRIVER_FILES = ("scaling_driver", "scaling_available_governors", "energy_performance_available_preferences")
 
 
-def _cpufreq_sources(root: Root, cpus: List[Dict[str, Any]]) -> List[Tuple[str, Optional[List[int]]]]:
+def _cpufreq_sources(root: Root, cpus: List[Dict[str, Any]],
+                     policies: List[Tuple[int, str]]) -> List[Tuple[str, Optional[List[int]]]]:
     """Directories holding cpufreq attributes, with the CPUs each one governs when known up front.
 
     Kernels >= 4.x expose ``cpu/cpufreq/policyN`` (one per frequency domain); older ones only
     ``cpuN/cpufreq``. Reading policies avoids resolving one ``cpuN/cpufreq`` symlink per CPU.
     """
-    policies = numbered(root.subdirs(CPU_DIR + "/cpufreq"), _POLICY_NAME)
     if policies:
         return [(CPU_DIR + "/cpufreq/" + name, None) for _policy, name in policies]
     sources: List[Tuple[str, Optional[List[int]]]] = []
@@ -316,23 +421,61 @@ def _cpufreq_sources(root: Root, cpus: List[Dict[str, Any]]) -> List[Tuple[str, 
     return sources
 
 
-def read_cpufreq(root: Root, cpus: List[Dict[str, Any]], warnings: List[str]) -> Dict[str, Any]:
+def read_cpufreq(root: Root, cpus: List[Dict[str, Any]], warnings: List[str], store: Any = None) -> Dict[str, Any]:
+    """The cpufreq driver and each policy's governor and EPP, read afresh; which CPUs each policy governs from
+    ``store`` where it was read under the same evidence: the online CPUs, the policy directories and the driver. A
+    policy is created for its CPUs when the driver registers and kept while they go offline and back (cpufreq.c
+    cpufreq_online/cpufreq_offline); a new driver (amd_pstate/status switched, a module loaded) may group them
+    anew, and says its name in scaling_driver."""
+    policies = numbered(root.subdirs(CPU_DIR + "/cpufreq"), _POLICY_NAME)
+    evidence = cpufreq_evidence(root, cpus, policies) if store is not None and policies else None
+    known = store.known("cpufreq", evidence, _valid_cpufreq) if evidence is not None else None
+    if known is None:
+        known = _cpufreq_structure(root, cpus, policies)
+        if evidence is not None:
+            store.learn("cpufreq", evidence, known)
+    warnings.extend(known["warnings"])
+    return _cpufreq_values(root, known["sources"], known["owned"])
+
+
+def cpufreq_evidence(root: Root, cpus: List[Dict[str, Any]], policies: List[Tuple[int, str]]) -> List[Optional[str]]:
+    """The online CPUs, the policy directories and the driver's name (from the first policy)."""
+    return [online_cpus_text(cpus), format_cpulist(number for number, _name in policies),
+            root.read("%s/cpufreq/%s/scaling_driver" % (CPU_DIR, policies[0][1]))]
+
+
+def _cpufreq_structure(root: Root, cpus: List[Dict[str, Any]], policies: List[Tuple[int, str]]) -> Dict[str, Any]:
     online = {cpu["id"] for cpu in cpus if cpu["online"]}
-    governors: Dict[str, List[int]] = {}
-    epp: Dict[str, List[int]] = {}
-    sources = _cpufreq_sources(root, cpus)
-    per_policy = root.read_attrs_many([rel for rel, _owned in sources], _POLICY_FILES)
-    for (rel, owned), ((affected, governor, preference), _mode) in zip(sources, per_policy):
+    warnings: List[str] = []
+    sources = _cpufreq_sources(root, cpus, policies)
+    affected = root.read_attrs_many([rel for rel, _owned in sources], ("affected_cpus",))
+    owned_lists: List[List[int]] = []
+    for (rel, owned), ((affected_text,), _mode) in zip(sources, affected):
         if owned is None:
-            related = affected or root.read(rel + "/related_cpus")
+            related = affected_text or root.read(rel + "/related_cpus")
             owned = cpulist_or_none(related, rel + "/affected_cpus", warnings) or []
             owned = [c for c in owned if c in online] or owned
+        owned_lists.append(owned)
+    return {"sources": [rel for rel, _owned in sources], "owned": owned_lists, "warnings": warnings}
+
+
+def _valid_cpufreq(value: Any) -> bool:
+    return (is_record(value, {"sources": are_strs, "owned": are_int_lists, "warnings": are_strs})
+            and same_length(value["sources"], value["owned"])
+            and all(source.startswith(CPU_DIR + "/") for source in value["sources"]))
+
+
+def _cpufreq_values(root: Root, sources: List[str], owned_lists: List[List[int]]) -> Dict[str, Any]:
+    governors: Dict[str, List[int]] = {}
+    epp: Dict[str, List[int]] = {}
+    per_policy = root.read_attrs_many(sources, _POLICY_FILES)
+    for owned, ((governor, preference), _mode) in zip(owned_lists, per_policy):
         if governor:
             governors.setdefault(governor, []).extend(owned)
         if preference:
             epp.setdefault(preference, []).extend(owned)
     driver_texts: Dict[str, Optional[str]] = dict.fromkeys(_DRIVER_FILES)
-    for rel, _owned in sources:
+    for rel in sources:
         missing = [name for name in _DRIVER_FILES if not driver_texts[name]]
         if not missing:
             break

@@ -12,9 +12,21 @@ reads, which keeps discovery of a 300-function server in the tens of millisecond
 
 from __future__ import annotations
 
+import os
+
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.cpu import (
     cpulist_or_none,
     cpumask_or_none,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import (
+    are_bools,
+    are_int_lists,
+    are_ints_or_none,
+    are_lists_of,
+    are_strs,
+    are_strs_or_none,
+    is_record,
+    same_length,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     number_after,
@@ -42,6 +54,8 @@ _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _FUNCTIONS = frozenset("01234567")
 _PCI_ATTRS = ("vendor", "device", "class", "numa_node", "local_cpulist", "local_cpus", "current_link_speed",
               "max_link_speed", "current_link_width", "max_link_width", "resource")
+# Of those, what a run with the PCI structure from the store reads afresh (with each function's driver link).
+_PCI_LINK_NOW = ("current_link_speed", "current_link_width")
 _SKIP_BLOCK_PREFIXES = ("loop", "ram", "dm-", "zram", "md", "nbd", "sr", "fd")
 
 VENDOR_AMD = "0x1002"
@@ -172,10 +186,57 @@ def _bars(text: Optional[str]) -> Tuple[Optional[bool], Optional[int]]:
     return above, (largest or None)
 
 
-def read_pci_devices(root: Root, warnings: List[str]) -> Tuple[List[Dict[str, Any]], Dict[str, str]]:
-    """All PCI functions, and ``{bdf: resolved sysfs dir}`` for later joins (GPUs, NICs, disks)."""
-    devices: List[Dict[str, Any]] = []
-    dirs: Dict[str, str] = {}
+def read_pci_devices(root: Root, warnings: List[str], store: Any = None, online: Optional[str] = None
+                     ) -> Tuple[List[Dict[str, Any]], Dict[str, str]]:
+    """All PCI functions, and ``{bdf: resolved sysfs dir}`` for later joins (GPUs, NICs, disks).
+
+    Each function's ids, locality, BARs and the attributes it has are structure: taken from ``store`` where the bus's
+    entries (names and inode numbers), the functions' drivers and NUMA nodes and the ``online`` CPUs are the same. A
+    hot-plugged or replaced function is a new entry in /sys/bus/pci/devices, a new inode even at the same address
+    (kernfs never reuses an inode number, fs/kernfs/dir.c); its ids, BARs and capabilities are read once when it is
+    added (drivers/pci/probe.c), and its local_cpulist is its NUMA node's CPUs (pci-sysfs.c: cpumask_of_node, which
+    on x86 drops offline CPUs). The driver, the NUMA node, link speeds, ASPM flags and MSI vectors are read afresh.
+    """
+    listing = _bus_entries(root) if store is not None else None
+    bound: List[List[Optional[str]]] = []
+
+    def still_bound(value: Any) -> bool:
+        """The rest of the evidence, read at the kept functions' directories: each one's driver and NUMA node."""
+        if not _valid_pci(value):
+            return False
+        bound[:] = _bindings(root, value["reals"])
+        return bound == value["bound"]
+
+    known = store.known("pci", [listing, online], still_bound) if listing is not None else None
+    if known is not None:
+        link_now = _read_grouped(root, known["reals"], known["link_now"])
+    else:
+        known, link_now = _pci_structure(root)
+        bound = known["bound"]
+        if listing is not None:
+            store.learn("pci", [listing, online], known)
+    warnings.extend(known["warnings"])
+    return _pci_values(root, known, bound, link_now)
+
+
+def _bus_entries(root: Root) -> List[List[Any]]:
+    """``[name, inode]`` of each PCI address in /sys/bus/pci/devices, by name (the inodes come with the listing)."""
+    try:
+        with os.scandir(root.real(PCI_DIR)) as entries:
+            return sorted([entry.name, entry.inode()] for entry in entries if is_bdf_at(entry.name, 0))
+    except (OSError, NodeFileError):
+        return []
+
+
+def _bindings(root: Root, reals: List[str]) -> List[List[Optional[str]]]:
+    """``[driver, numa_node text]`` of each function, read afresh (a driver link exists while it is bound)."""
+    nodes = root.read_attrs_many(reals, ("numa_node",))
+    return [[root.readlink_name(real + "/driver"), texts[0]] for real, (texts, _mode) in zip(reals, nodes)]
+
+
+def _pci_structure(root: Root) -> Tuple[Dict[str, Any], List[Dict[str, Optional[str]]]]:
+    """The fixed part of every PCI function (see read_pci_devices), in columns sorted by address, and the current
+    link attributes read with it."""
     found: List[Tuple[str, str, Set[str]]] = []  # (bdf, resolved directory, its entries)
     for name in root.listdir(PCI_DIR):
         if not is_bdf_at(name, 0):
@@ -183,49 +244,103 @@ def read_pci_devices(root: Root, warnings: List[str]) -> Tuple[List[Dict[str, An
         real = resolved(root, PCI_DIR + "/" + name)
         if real is not None:
             found.append((name.lower(), real, set(root.listdir(real))))
+    found.sort(key=lambda device: device[0])
+    warnings: List[str] = []
+    columns: Dict[str, List[Any]] = {key: [] for key in _PCI_COLUMNS}
+    columns["warnings"] = warnings
+    columns["bound"] = bound = []
+    link_now: List[Dict[str, Optional[str]]] = []
     for bdf, real, entries, texts in _with_attributes(root, found):
         local = cpulist_or_none(texts.get("local_cpulist"), real + "/local_cpulist", warnings)
         if local is None:
             local = cpumask_or_none(texts.get("local_cpus"), real + "/local_cpus", warnings)
-        aspm = None
-        if "link" in entries:
-            flags = root.read_attrs(real + "/link", ("l0s_aspm", "l1_aspm"))
-            if flags["l0s_aspm"] is not None or flags["l1_aspm"] is not None:
-                aspm = {"l0s": _flag(flags["l0s_aspm"]), "l1": _flag(flags["l1_aspm"])}
         above_4g, bar_max = _bars(texts.get("resource"))
-        class_code = texts.get("class")
+        for key, value in (("bdfs", bdf), ("reals", real), ("vendor", texts.get("vendor")),
+                           ("device", texts.get("device")), ("class", texts.get("class")), ("local_cpus", local),
+                           ("max_link_speed", texts.get("max_link_speed")),
+                           ("max_link_width", texts.get("max_link_width")),
+                           ("link_now", [a for a in _PCI_LINK_NOW if a in entries]), ("aspm_flags", "link" in entries),
+                           ("bars_above_4g", above_4g), ("bar_bytes_max", bar_max)):
+            columns[key].append(value)
+        bound.append([root.readlink_name(real + "/driver") if "driver" in entries else None, texts.get("numa_node")])
+        link_now.append({name: texts[name] for name in _PCI_LINK_NOW if name in texts})
+    return columns, link_now
+
+
+_PCI_COLUMNS = ("bdfs", "reals", "vendor", "device", "class", "local_cpus", "max_link_speed", "max_link_width",
+                "link_now", "aspm_flags", "bars_above_4g", "bar_bytes_max")
+
+
+def _valid_pci(value: Any) -> bool:
+    texts = are_strs_or_none
+    return (is_record(value, {
+        "bdfs": are_strs, "reals": are_strs, "vendor": texts, "device": texts, "class": texts,
+        "local_cpus": lambda v: are_int_lists(v, allow_none=True), "max_link_speed": texts, "max_link_width": texts,
+        "link_now": lambda v: are_lists_of(v, lambda names: are_strs(names) and set(names) <= set(_PCI_LINK_NOW)),
+        "aspm_flags": are_bools, "bars_above_4g": lambda v: are_bools(v, allow_none=True),
+        "bar_bytes_max": are_ints_or_none, "warnings": are_strs,
+        "bound": lambda v: are_lists_of(v, lambda pair: texts(pair) and len(pair) == 2)})
+        and same_length(*(value[key] for key in _PCI_COLUMNS + ("bound",)))
+        and all(real.rpartition("/")[2].lower() == bdf for real, bdf in zip(value["reals"], value["bdfs"])))
+
+
+def _pci_values(root: Root, columns: Dict[str, Any], bound: List[List[Optional[str]]],
+                link_now: List[Dict[str, Optional[str]]]) -> Tuple[List[Dict[str, Any]], Dict[str, str]]:
+    """The PCI functions as they are now: the structure with the driver, NUMA node and current link attributes read
+    afresh (``bound``, ``link_now``), and the ASPM flags and MSI vectors read here."""
+    reals = columns["reals"]
+    flagged = [index for index, has in enumerate(columns["aspm_flags"]) if has]
+    flags = dict(zip(flagged, root.read_attrs_many([reals[index] + "/link" for index in flagged],
+                                                   ("l0s_aspm", "l1_aspm"))))
+    devices: List[Dict[str, Any]] = []
+    dirs: Dict[str, str] = {}
+    for index, bdf in enumerate(columns["bdfs"]):
+        real = reals[index]
+        aspm = None
+        if index in flags:
+            l0s, l1 = flags[index][0]
+            if l0s is not None or l1 is not None:
+                aspm = {"l0s": _flag(l0s), "l1": _flag(l1)}
+        texts = dict(link_now[index], max_link_speed=columns["max_link_speed"][index],
+                     max_link_width=columns["max_link_width"][index])
+        driver, numa_text = bound[index]
         devices.append({
             "bdf": bdf,
-            "vendor": texts.get("vendor"),
-            "device": texts.get("device"),
-            "class": class_code,
-            "driver": root.readlink_name(real + "/driver") if "driver" in entries else None,
-            "numa_node": parse_int(texts.get("numa_node")),
-            "local_cpus": local,
+            "vendor": columns["vendor"][index],
+            "device": columns["device"][index],
+            "class": columns["class"][index],
+            "driver": driver,
+            "numa_node": parse_int(numa_text),
+            "local_cpus": columns["local_cpus"][index],
             "link": _link(texts),
             "aspm": aspm,
-            "msi_irqs": sorted(int(n) for n in root.listdir(real + "/msi_irqs") if n.isdigit())
-            if "msi_irqs" in entries else [],
-            "bars_above_4g": above_4g,
-            "bar_bytes_max": bar_max,
+            "msi_irqs": sorted(int(n) for n in root.listdir(real + "/msi_irqs") if n.isdigit()),
+            "bars_above_4g": columns["bars_above_4g"][index],
+            "bar_bytes_max": columns["bar_bytes_max"][index],
         })
         dirs[bdf] = real
-    devices.sort(key=lambda d: d["bdf"])
     return devices, dirs
+
+
+def _read_grouped(root: Root, dirs: List[str], names_of: List[List[str]]) -> List[Dict[str, Optional[str]]]:
+    """``{attribute: text}`` of the attributes named for each directory, read in one batch per set of names
+    (devices of one kind have the same set): many directories read at once cost less per file."""
+    groups: Dict[Tuple[str, ...], List[int]] = {}
+    for index, names in enumerate(names_of):
+        groups.setdefault(tuple(names), []).append(index)
+    texts: List[Dict[str, Optional[str]]] = [{} for _dir in dirs]
+    for names, members in groups.items():
+        batch = root.read_attrs_many([dirs[index] for index in members], names)
+        for index, (values, _mode) in zip(members, batch):
+            texts[index] = dict(zip(names, values))
+    return texts
 
 
 def _with_attributes(root: Root, found: List[Tuple[str, str, Set[str]]]
                      ) -> List[Tuple[str, str, Set[str], Dict[str, Optional[str]]]]:
-    """Each device with ``{attribute: text}`` of the attributes its directory holds, read in one batch per set of
-    attributes (devices of one kind have the same set): many directories read at once cost less per file."""
-    groups: Dict[Tuple[str, ...], List[int]] = {}
-    for index, (_bdf, _real, entries) in enumerate(found):
-        groups.setdefault(tuple(a for a in _PCI_ATTRS if a in entries), []).append(index)
-    texts: List[Dict[str, Optional[str]]] = [{} for _device in found]
-    for names, members in groups.items():
-        batch = root.read_attrs_many([found[index][1] for index in members], names)
-        for index, (values, _mode) in zip(members, batch):
-            texts[index] = dict(zip(names, values))
+    """Each device with ``{attribute: text}`` of the attributes its directory holds."""
+    names_of = [[a for a in _PCI_ATTRS if a in entries] for _bdf, _real, entries in found]
+    texts = _read_grouped(root, [real for _bdf, real, _entries in found], names_of)
     return [(bdf, real, entries, texts[index]) for index, (bdf, real, entries) in enumerate(found)]
 
 

@@ -11,11 +11,14 @@ fold both into the chip), then the action names joined by ", ". Rows with 1,152 
 
 from __future__ import annotations
 
+import os
+
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.cpu import (
     cpulist_or_none,
     cpumask_or_none,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.devices import first_bdf, is_read_only_mode
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import are_ints_or_none
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
     is_hex,
@@ -24,7 +27,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     parse_int,
     split_number_pair,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
@@ -34,6 +37,7 @@ INTERRUPTS = "proc/interrupts"
 _NIC_CONTROL_WORDS = ("async", "misc", "mbx", "aeq", "ctrl", "cmd", "fw", "err", "ptp")
 _GPU_NAMES = ("amdgpu", "nvidia")
 _IRQ_FILES = ("smp_affinity_list", "effective_affinity_list", "node")
+_IRQ_VALUES = _IRQ_FILES[:2]  # what a run with the IRQs' NUMA nodes from the structure store reads
 _MANAGED_SINCE = (6, 12)
 _COLUMN = 11  # width of one per-CPU count column in /proc/interrupts
 # A zero count in its fixed column: nine spaces then "0". Counts never have leading zeros, so nine spaces right
@@ -41,6 +45,7 @@ _COLUMN = 11  # width of one per-CPU count column in /proc/interrupts
 # them leaves exactly the non-zero counts. Most counts are 0, and str.replace skips them at C speed (3-6x faster
 # than a regular expression or a strip(" 0") over a 4 KB row of 384 columns).
 _ZERO_COUNT = " " * (_COLUMN - 2) + "0"
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def parse_interrupts(text: str, counts: bool = True) -> Tuple[List[int], List[Dict[str, Any]]]:
@@ -56,11 +61,7 @@ def parse_interrupts(text: str, counts: bool = True) -> Tuple[List[int], List[Di
     lines = text.splitlines()
     if not lines:
         raise ParseError("/proc/interrupts is empty")
-    header = lines[0].split()
-    if not header or not all(number_after(h, "CPU") is not None for h in header):
-        raise ParseError("/proc/interrupts is not valid: it does not start with a 'CPU0 CPU1 ...' header "
-                         "(first line %r)" % lines[0][:80])
-    cpu_ids = [int(h[3:]) for h in header]
+    cpu_ids = _header_cpus(lines[0])
     width = len(cpu_ids)
     span = _COLUMN * width
     rows: List[Dict[str, Any]] = []
@@ -83,6 +84,82 @@ def parse_interrupts(text: str, counts: bool = True) -> Tuple[List[int], List[Di
         rows.append({"irq": int(label) if label.isdigit() else label, "counts_total": total, "ncounts": ncounts,
                      "chip": chip, "hwirq": hwirq, "name": name})
     return cpu_ids, rows
+
+
+def _header_cpus(line: str) -> List[int]:
+    """The CPU of each count column, from the header line (``CPU0 CPU1 ...``); ParseError for anything else."""
+    header = line.split()
+    if not header or not all(number_after(h, "CPU") is not None for h in header):
+        raise ParseError("/proc/interrupts is not valid: it does not start with a 'CPU0 CPU1 ...' header "
+                         "(first line %r)" % line[:80])
+    return [int(h[3:]) for h in header]
+
+
+def read_interrupts(root: Root) -> Optional[bytes]:
+    """The bytes of /proc/interrupts, or None where it cannot be read (as Root.read). Not decoded: at 1,152 CPUs it is
+    14 MB, almost all of it count columns that :func:`interrupt_rows` skips without turning them into text."""
+    try:
+        fd = os.open(root.real(INTERRUPTS), _READ_FLAGS)
+    except (OSError, ValueError, NodeFileError):
+        return None
+    try:
+        size = os.fstat(fd).st_size  # 0 on procfs: the kernel writes it as it is read (seq_file)
+        chunks = []
+        while True:
+            chunk = os.read(fd, size + 1 if size else 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def interrupt_rows(data: bytes, counts: bool = True) -> List[Dict[str, Any]]:
+    """The rows of :func:`parse_interrupts` from the file's bytes. ``counts=False`` on a plain ASCII file (what the
+    kernel prints: digits, spaces and names) goes through the bytes line by line: each row's count columns are
+    checked at their separators and stepped over, never copied or decoded; the rows are the same."""
+    if counts or not data or not data.isascii() or b"\r" in data:
+        text = data.decode("utf-8", "replace")
+        if "\r" in text:  # universal newlines, as Root.read gives the text
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        return parse_interrupts(text, counts)[1]
+    end = data.find(b"\n")
+    if end < 0:
+        end = len(data)
+    header = data[:end].decode("ascii")
+    width = len(_header_cpus(header))
+    span = _COLUMN * width
+    rows: List[Dict[str, Any]] = []
+    size, find = len(data), data.find
+    start = end + 1
+    while start < size:
+        end = find(b"\n", start)
+        if end < 0:
+            end = size
+        colon = find(b":", start, end)
+        if colon >= 0:
+            rows.append(_row_of_bytes(data, start, colon, end, width, span))
+        start = end + 1
+    return rows
+
+
+def _row_of_bytes(data: bytes, start: int, colon: int, end: int, width: int, span: int) -> Dict[str, Any]:
+    """One row of :func:`interrupt_rows` (``counts=False``): a fixed-width numbered row by its separators, any other
+    row as parse_interrupts reads it."""
+    label = data[start:colon].strip().decode("ascii")
+    counts_at = colon + 1
+    if (label.isdigit() and end - counts_at >= span
+            and (not data[counts_at + _COLUMN - 1:counts_at + span:_COLUMN].strip()
+                 or not data[counts_at:counts_at + span:_COLUMN].strip())):
+        ncounts, total, tail = width, None, data[counts_at + span:end].decode("ascii")
+    else:
+        ncounts, total, tail = _split_counts(data[counts_at:end].decode("ascii"), width)
+    chip, hwirq, name = _split_tail(tail)
+    return {"irq": int(label) if label.isdigit() else label, "counts_total": total, "ncounts": ncounts,
+            "chip": chip, "hwirq": hwirq, "name": name}
 
 
 def _split_counts(rest: str, width: int) -> Tuple[int, int, str]:
@@ -229,16 +306,27 @@ def _cpus(parsed: Dict[str, Optional[Tuple[int, ...]]], text: str, irq: int, fil
     return found
 
 
+def irq_evidence(rows: List[Dict[str, Any]]) -> str:
+    """The numbered rows' IRQ, chip and hardware IRQ number, one line each: what a cached IRQ's NUMA node was read
+    under. The node is fixed when the descriptor is allocated (kernel/irq/irqdesc.c alloc_desc; /proc/irq/N/node
+    shows it, kernel/irq/proc.c); a number freed and allocated again for another device comes back with another
+    hardware IRQ (x86 PCI-MSI puts the requester id in it, pci_msi_domain_calc_hwirq) or chip, and for the same device
+    with the device's node again."""
+    return "\n".join("%s %s %s" % (row["irq"], row["chip"], row["hwirq"]) for row in rows)
+
+
 def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str],
               nvme_bdf: Dict[str, Optional[str]], netdev_bdf: Dict[str, Optional[str]],
-              release: Optional[str], warnings: List[str], counts: bool = True) -> Optional[List[Dict[str, Any]]]:
+              release: Optional[str], warnings: List[str], counts: bool = True,
+              store: Any = None) -> Optional[List[Dict[str, Any]]]:
     """IRQ rows with a number; None where the node has no /proc/interrupts. ``counts=False``: no ``counts_total``
-    (None), see :func:`parse_interrupts`."""
-    text = root.read(INTERRUPTS, strip=False)
-    if text is None:
+    (None), see :func:`parse_interrupts`. Every IRQ's NUMA node from ``store`` where the rows are the same
+    (:func:`irq_evidence`); the rows themselves and the affinities are read afresh."""
+    data = read_interrupts(root)
+    if data is None:
         return None
     try:
-        rows = parse_interrupts(text, counts)[1]
+        rows = interrupt_rows(data, counts)
     except ParseError as exc:
         warnings.append(str(exc))
         return None
@@ -248,16 +336,23 @@ def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str]
     version = kernel_version(release)
     mode_is_truth = version is not None and version >= _MANAGED_SINCE
     numbered = [row for row in rows if isinstance(row["irq"], int)]
+    evidence = irq_evidence(numbered) if store is not None else None
+    known = None
+    if evidence is not None:
+        count = len(numbered)
+        known = store.known("irq_nodes", evidence, lambda nodes: are_ints_or_none(nodes) and len(nodes) == count)
     root.subdirs("proc/irq")  # resolves every proc/irq/N at once (see Root.subdirs)
-    files = root.read_attrs_many(["proc/irq/%d" % row["irq"] for row in numbered], _IRQ_FILES, _IRQ_FILES[0])
+    names = _IRQ_VALUES if known is not None else _IRQ_FILES
+    files = root.read_attrs_many(["proc/irq/%d" % row["irq"] for row in numbered], names, names[0])
     irqs: List[Dict[str, Any]] = []
     # Thousands of IRQs share a few affinity and node texts and one chip text per device: each is parsed once.
     cpus_of: Dict[str, Optional[Tuple[int, ...]]] = {}
     node_of: Dict[Optional[str], Optional[int]] = {}
     chip_bdf: Dict[str, Optional[str]] = {}
-    for row, (texts, affinity_mode) in zip(numbered, files):
+    nodes: List[Optional[int]] = []
+    for index, (row, (texts, affinity_mode)) in enumerate(zip(numbered, files)):
         number = row["irq"]
-        affinity_text, effective_text, node_text = texts
+        affinity_text, effective_text = texts[0], texts[1]
         if affinity_text is None:
             rel = "proc/irq/%d" % number
             modes: Dict[str, Optional[int]] = {}
@@ -275,10 +370,13 @@ def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str]
             managed = False
         else:
             managed = None
-        if node_text in node_of:
-            node = node_of[node_text]
+        if known is not None:
+            node = known[index]
+        elif texts[2] in node_of:
+            node = node_of[texts[2]]
         else:
-            node = node_of[node_text] = parse_int(node_text)
+            node = node_of[texts[2]] = parse_int(texts[2])
+        nodes.append(node)
         irqs.append({
             "irq": number,
             "chip": row["chip"],
@@ -293,5 +391,7 @@ def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str]
             "managed": managed,
             "kind": kind,
         })
+    if known is None and evidence is not None:
+        store.learn("irq_nodes", evidence, nodes)
     irqs.sort(key=lambda r: r["irq"])
     return irqs

@@ -16,6 +16,7 @@ from __future__ import annotations
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.cpu import (
     CPU_DIR,
     CPU_LIST_NAMES,
+    online_cpus_text,
     read_cpufreq,
     read_cpuidle,
     read_cpu_lists,
@@ -75,11 +76,13 @@ def _guarded(section: str, warnings: List[str], default: Any, read: Callable[...
         return default
 
 
-def discover(root: Union[Root, str] = "/", irq_counts: bool = True) -> Dict[str, Any]:
+def discover(root: Union[Root, str] = "/", irq_counts: bool = True, structure: Any = None) -> Dict[str, Any]:
     """Read the node under ``root`` and return its Topology.
 
     ``irq_counts=False`` leaves each IRQ's ``counts_total`` None instead of summing its /proc/interrupts row: the
     tune and verify modules' discovery (node.load), which never read it (discover_irq.parse_interrupts).
+    ``structure``: a structure.StructureStore; the node's structure is taken from it where the evidence each section
+    reads afresh says it is unchanged, and what is read afresh is given to it. The Topology is the same either way.
 
     Raises :class:`RootError` (a ``NodeFileError``) only when ``root`` is unusable.
     """
@@ -90,13 +93,14 @@ def discover(root: Union[Root, str] = "/", irq_counts: bool = True) -> Dict[str,
     empty_lists: Dict[str, Optional[List[int]]] = {name: None for name in CPU_LIST_NAMES}
     cpu_lists = _guarded("cpu_lists", w, empty_lists, read_cpu_lists, node, w)
     numa_nodes = _guarded("numa_nodes", w, [], read_numa_nodes, node, w)
-    cpus = _guarded("cpus", w, [], read_cpus, node, cpu_lists, numa_nodes, w)
+    cpus = _guarded("cpus", w, [], read_cpus, node, cpu_lists, numa_nodes, w, structure)
     smt = _guarded("smt", w, {"control": None, "active": None, "threads_per_core": None}, read_smt, node, cpus, w)
-    cpufreq = _guarded("cpufreq", w, dict(_NO_CPUFREQ), read_cpufreq, node, cpus, w)
+    cpufreq = _guarded("cpufreq", w, dict(_NO_CPUFREQ), read_cpufreq, node, cpus, w, structure)
     cpuidle = _guarded("cpuidle", w, {"driver": None, "states": []}, read_cpuidle, node, cpus)
-    l3_domains = _guarded("l3_domains", w, [], read_l3_domains, node, cpus, w)
+    l3_domains = _guarded("l3_domains", w, [], read_l3_domains, node, cpus, w, structure)
 
-    pci_devices, pci_dirs = _guarded("pci_devices", w, ([], {}), read_pci_devices, node, w)
+    online = online_cpus_text(cpus) if structure is not None else None
+    pci_devices, pci_dirs = _guarded("pci_devices", w, ([], {}), read_pci_devices, node, w, structure, online)
     pci = {dev["bdf"]: dev for dev in pci_devices}
     kfd = _guarded("kfd", w, None, read_kfd, node)
     gpus = _guarded("gpus", w, [], read_gpus, node, pci_devices, pci_dirs, kfd, numa_nodes, w)
@@ -107,7 +111,7 @@ def discover(root: Union[Root, str] = "/", irq_counts: bool = True) -> Dict[str,
 
     kernel = _guarded("kernel", w, {"cmdline": None, "release": None}, read_kernel, node)
     irqs = _guarded("irqs", w, None, read_irqs, node, pci_devices, [gpu["bdf"] for gpu in gpus], controllers,
-                    {nic["name"]: nic["bdf"] for nic in nics}, kernel["release"], w, irq_counts)
+                    {nic["name"]: nic["bdf"] for nic in nics}, kernel["release"], w, irq_counts, structure)
 
     present = {
         "cpus": bool(cpus),

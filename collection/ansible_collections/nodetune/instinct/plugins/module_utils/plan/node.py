@@ -14,12 +14,14 @@ import contextlib
 import json
 from typing import Any, Callable, Dict, List, Optional
 
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory as inventory_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import layout as layout_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import services as services_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting, SettingError
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import StructureStore
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.tuning import desired_settings
 
@@ -28,12 +30,13 @@ class NodeState(object):
     """The discovered Topology, the planned Layout and the desired Settings of one node."""
 
     def __init__(self, root: Root, topology: Dict[str, Any], layout: Dict[str, Any], context: Context,
-                 settings: List[Setting]) -> None:
+                 settings: List[Setting], structure: Optional[StructureStore] = None) -> None:
         self.root = root
         self.topology = topology
         self.layout = layout
         self.context = context
         self.settings = settings
+        self.structure = structure  # where the node's structure was taken from and kept (discover/structure.py)
 
     @property
     def services(self) -> Any:
@@ -71,23 +74,35 @@ def layout_policy(areas: Dict[str, Any], policy: Optional[Dict[str, Any]]) -> Di
 def load(root_path: str, areas: Dict[str, Any], policy: Optional[Dict[str, Any]] = None,
          run_command: Optional[Callable] = None, persist: bool = True,
          expected_inventory: Optional[Dict[str, Any]] = None, persist_boot: bool = True,
-         learned_inventory: Optional[Dict[str, Any]] = None) -> NodeState:
+         learned_inventory: Optional[Dict[str, Any]] = None, structure: Optional[StructureStore] = None) -> NodeState:
     """Discover, plan and build the desired Settings; raises SettingError/PolicyError on bad input.
     ``expected_inventory``: the declared ``nodetune_inventory_expected`` (raw), for the node-local checker;
-    ``learned_inventory``: the expectation the fleet report learned from the group majority (raw), for it too."""
+    ``learned_inventory``: the expectation the fleet report learned from the group majority (raw), for it too;
+    ``structure``: the node's structure store (the modules': the same Topology, with less read afresh)."""
     expected = inventory_mod.validate(expected_inventory)  # refused before discovery, and before any write
     learned = inventory_mod.validate_learned(learned_inventory)
     root = Root(root_path)
     root.check_node()
-    topology = discover(root, irq_counts=False)  # the IRQ counts: nothing planned or checked reads them
+    # the IRQ counts: nothing planned or checked reads them
+    topology = discover(root, irq_counts=False, structure=structure)
     try:
         layout = layout_mod.plan(topology, layout_policy(areas or {}, policy))
     except layout_mod.LayoutError as exc:
         raise SettingError([str(exc)]) from None
-    context = Context(root, topology, layout, services_mod.for_root(root, run_command))
+    context = Context(root, topology, layout, services_mod.for_root(root, run_command),
+                      journal_or_empty(root))
     settings = desired_settings(context, areas or {}, persist=persist, expected_inventory=expected,
                                 persist_boot=persist_boot, learned_inventory=learned)
-    return NodeState(root, topology, layout, context, settings)
+    return NodeState(root, topology, layout, context, settings, structure)
+
+
+def journal_or_empty(root: Root) -> Dict[str, Any]:
+    """The node's journal for the builders (Context.journal); an empty one where it does not validate: apply
+    refuses such a journal itself, before any write."""
+    try:
+        return engine.load_journal(root)
+    except engine.JournalError:
+        return {}
 
 
 def layout_summary(layout: Dict[str, Any]) -> Dict[str, Any]:

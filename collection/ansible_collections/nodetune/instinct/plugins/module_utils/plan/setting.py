@@ -74,13 +74,15 @@ class Setting(object):
     """
 
     __slots__ = ("id", "target", "path", "value", "kind", "compare", "order", "area", "persist",
-                 "reboot_required", "reason", "mode", "key", "disruptive", "runtime", "after")
+                 "reboot_required", "reason", "mode", "key", "disruptive", "runtime", "after", "effective_ok",
+                 "restore_value", "irq_name")
 
     def __init__(self, id: str, target: str, path: str, value: Any, kind: str = ATTR,
                  compare: str = EXACT, order: Optional[int] = None, area: str = "",
                  persist: Optional[str] = None, reboot_required: bool = False, reason: str = "",
                  mode: int = 0o644, key: Optional[str] = None, disruptive: bool = False,
-                 runtime: bool = True, after: Sequence[str] = ()) -> None:
+                 runtime: bool = True, after: Sequence[str] = (), effective_ok: bool = False,
+                 restore_value: Optional[str] = None, irq_name: Optional[str] = None) -> None:
         self.id = id
         self.target = target
         self.path = path.lstrip("/")
@@ -100,6 +102,14 @@ class Setting(object):
         # what must be in place before this one is written: the paths of files (a unit file before its enable),
         # "service:<unit>" for a service; only those planned in the same run count
         self.after = tuple(after)
+        # effective_ok: the kernel may accept a write and keep another value (a cap, a pending request), and the node
+        # is then verified at that value: apply writes the node-local checker's expectation with it in the same run
+        # (the value kept is journaled for every write, and the builder asks for it next time: Context.journal)
+        self.effective_ok = effective_ok
+        # what the boot-time restore (nodetune-restore) writes, where not ``value``: the IPoIB MTU's requested one
+        self.restore_value = restore_value
+        # an IRQ's action name: nodetune-restore and nodetune-check find the IRQ by it, its number changes at boot
+        self.irq_name = irq_name
 
     @property
     def uid(self) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import builders as _builders
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting, SettingError, check_shape
 
@@ -42,8 +42,8 @@ def desired_settings(ctx: Context, areas: Dict[str, Any], persist: bool = True,
                      expected_inventory: Optional[Dict[str, Any]] = None, persist_boot: bool = True,
                      learned_inventory: Optional[Tuple[Dict[str, Any], Dict[str, str]]] = None) -> List[Setting]:
     """All Settings for the enabled ``areas`` ({area: {variable: value}}); raises SettingError on bad input.
-    ``expected_inventory`` (validated, inventory.validate) and ``learned_inventory`` (inventory.validate_learned)
-    go to the node-local checker's files;
+    ``expected_inventory`` (validated, audit/inventory.validate) and ``learned_inventory``
+    (audit/inventory.validate_learned) go to the node-local checker's files (areas/checker_files.py);
     ``persist_boot`` (nodetune_persist_boot) false leaves out the boot-time restore."""
     if not isinstance(areas, dict):
         raise SettingError(["areas must be a mapping of area name to its variables, got %r" % (areas,)])
@@ -63,7 +63,7 @@ def desired_settings(ctx: Context, areas: Dict[str, Any], persist: bool = True,
         settings.extend(builder(ctx, config))
     if persist and not ctx.errors:
         settings.extend(area_persist.build(ctx, settings, {"boot": persist_boot}))
-        settings.extend(inventory.check_settings(settings, expected_inventory, ctx.root, learned_inventory))
+        settings.extend(checker_files.check_settings(settings, expected_inventory, ctx.root, learned_inventory))
     if ctx.errors:
         raise SettingError(ctx.errors)
     check_shape(settings)
