@@ -21,6 +21,7 @@ from typing import Any
 from unittest import mock
 
 from ansible.module_utils import _internal as module_utils_internal
+from ansible.module_utils.common import warnings as module_warnings
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.nodetune.instinct.plugins.module_utils import rootfs
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel
@@ -33,9 +34,12 @@ def run_main(main: Callable[[], None], args: dict[str, Any], check: bool = False
     printed = io.StringIO()
     payload = dict(args, _ansible_check_mode=check, _ansible_diff=diff)
     code: Any = 0
-    # as on a node: warnings go into the result, not to this process's display (module_utils/common/warnings.py)
+    # as on a node: warnings go into the result, not to this process's display, and only this run's
+    # (module_utils/common/warnings.py keeps them in module globals, which a module process starts empty)
     with patch_module_args(payload), contextlib.redirect_stdout(printed), \
-            mock.patch.object(module_utils_internal, "is_controller", False):
+            mock.patch.object(module_utils_internal, "is_controller", False), \
+            mock.patch.object(module_warnings, "_global_warnings", {}), \
+            mock.patch.object(module_warnings, "_global_deprecations", {}):
         try:
             main()
         except SystemExit as exited:

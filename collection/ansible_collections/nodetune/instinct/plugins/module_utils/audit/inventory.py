@@ -162,4 +162,3 @@ def check(root_path: str, health: Optional[Dict[str, Any]]) -> Tuple[List[Findin
     expected = validate((health or {}).get(VARIABLE))
     facts = node_check.read_facts(root_path)
     return findings(expected, facts), facts
-

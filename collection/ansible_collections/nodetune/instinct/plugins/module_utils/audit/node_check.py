@@ -567,6 +567,8 @@ def _own_source() -> str:
     get_source = getattr(loader, "get_source", None)
     if get_source is not None:
         text = get_source(__name__)
+        if isinstance(text, bytes):  # ansible-test's import sanity loader gives bytes
+            text = text.decode("utf-8")
         if text:
             return text
     with open(__file__) as handle:

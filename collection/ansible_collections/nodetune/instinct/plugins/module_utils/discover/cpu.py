@@ -283,10 +283,10 @@ def _valid_cpu_structure(columns: Any) -> bool:
     return (is_record(columns, {"ids": are_ints, "names": are_strs, "hotpluggable": are_bools,
                                 "core_id": are_ints_or_none, "package": are_ints_or_none, "die": are_ints_or_none,
                                 "thread_siblings": lambda v: are_int_lists(v, allow_none=True),
-                                "node_links": lambda v: type(v) is dict and are_ints_or_none(list(v.values())),
+                                "node_links": lambda v: isinstance(v, dict) and are_ints_or_none(list(v.values())),
                                 "warnings": are_strs})
             and same_length(*(columns[key] for key in ("ids", "names", "hotpluggable", "core_id", "package", "die",
-                                                         "thread_siblings")))
+                                                       "thread_siblings")))
             and all(number_after(name, _CPU_NAME) == cpu for cpu, name in zip(columns["ids"], columns["names"])))
 
 

@@ -178,40 +178,40 @@ def _read_own_file(root_path: str, rel: str) -> Optional[str]:
 # --------------------------------------------------------------------------------------------- shape checks
 # What a section's ``valid`` is made of: a structure from the file is used only where every field has its type.
 def is_int(value: Any) -> bool:
-    return type(value) is int  # not isinstance: a bool is an int
+    return isinstance(value, int) and not isinstance(value, bool)  # a bool is an int
 
 
 def are_ints(values: Any) -> bool:
-    return type(values) is list and all(type(v) is int for v in values)
+    return isinstance(values, list) and all(is_int(v) for v in values)
 
 
 def are_ints_or_none(values: Any) -> bool:
-    return type(values) is list and all(v is None or type(v) is int for v in values)
+    return isinstance(values, list) and all(v is None or is_int(v) for v in values)
 
 
 def are_strs(values: Any) -> bool:
-    return type(values) is list and all(type(v) is str for v in values)
+    return isinstance(values, list) and all(isinstance(v, str) for v in values)
 
 
 def are_strs_or_none(values: Any) -> bool:
-    return type(values) is list and all(v is None or type(v) is str for v in values)
+    return isinstance(values, list) and all(v is None or isinstance(v, str) for v in values)
 
 
 def are_bools(values: Any, allow_none: bool = False) -> bool:
-    return type(values) is list and all(v is True or v is False or (allow_none and v is None) for v in values)
+    return isinstance(values, list) and all(v is True or v is False or (allow_none and v is None) for v in values)
 
 
 def are_lists_of(values: Any, check: Callable[[Any], bool]) -> bool:
-    return type(values) is list and all(check(v) for v in values)
+    return isinstance(values, list) and all(check(v) for v in values)
 
 
 def are_int_lists(values: Any, allow_none: bool = False) -> bool:
-    return type(values) is list and all((allow_none and v is None) or are_ints(v) for v in values)
+    return isinstance(values, list) and all((allow_none and v is None) or are_ints(v) for v in values)
 
 
 def is_record(value: Any, fields: Dict[str, Callable[[Any], bool]]) -> bool:
     """A mapping with exactly these keys, each value passing its check."""
-    return type(value) is dict and len(value) == len(fields) and all(
+    return isinstance(value, dict) and len(value) == len(fields) and all(
         key in value and check(value[key]) for key, check in fields.items())
 
 
