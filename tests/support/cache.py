@@ -36,6 +36,7 @@ SESSION_ENV = "NODETUNE_TEST_TREE_CACHE"
 _PREFIX = "nodetune-test-trees-"
 _MEMORY = Path("/dev/shm")
 _MEMORY_ROOM = 2 << 30  # leave the host this much memory: the trees of a whole session take a few hundred MB
+_MEMORY_INODES = 500_000  # and this many entries: a full-size lab node is about 42,000
 
 _topologies: dict[tuple[str, bool], dict[str, Any]] = {}
 _fingerprints: dict[Path, str] = {}
@@ -58,7 +59,11 @@ def close_session() -> None:
 
 
 def _has_room(base: Path) -> bool:
-    return base.is_dir() and os.access(base, os.W_OK) and shutil.disk_usage(base).free > _MEMORY_ROOM
+    """Bytes and inodes to spare: a tmpfs runs out of either (every tree entry takes an inode)."""
+    if not (base.is_dir() and os.access(base, os.W_OK)):
+        return False
+    space = os.statvfs(base)
+    return space.f_bavail * space.f_frsize > _MEMORY_ROOM and space.f_favail > _MEMORY_INODES
 
 
 def _remove_orphans(base: Path) -> None:
