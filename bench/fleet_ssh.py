@@ -53,7 +53,7 @@ import fleet_cost  # noqa: E402
 
 from tests.support import sshd  # noqa: E402
 
-CASES = ("ping", "site", "site (no cache)", "site (no-op)", "apply (no-op)")
+CASES = fleet_cost.CASES
 DEFAULT_CASES = ("ping", "site", "site (no-op)")
 PLAYBOOKS = {"site": "site.yml", "site (no cache)": "site.yml", "site (no-op)": "site.yml",
              "apply (no-op)": "playbooks/apply.yml"}
@@ -379,12 +379,7 @@ def parse_modes(text: str) -> tuple[str, ...]:
     return modes
 
 
-def parse_cases(text: str) -> tuple[str, ...]:
-    wanted = {part.strip() for part in text.split(",") if part.strip()}
-    unknown = sorted(wanted - set(CASES))
-    if unknown:
-        raise argparse.ArgumentTypeError(f"--cases takes {', '.join(CASES)}; not a case: {', '.join(unknown)}")
-    return tuple(case for case in CASES if case in wanted or case == "ping")
+parse_cases = fleet_cost.parse_cases  # the same cases, over SSH
 
 
 def main() -> int:
