@@ -75,18 +75,32 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(_GROUP_OF.get(rel, "core"))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's tmpdir plugin reads --basetemp
 def pytest_configure(config):
-    if not hasattr(config, "workerinput"):  # the controlling process: xdist's workers inherit the folder
-        cache.open_session()
+    if hasattr(config, "workerinput"):
+        return  # xdist's workers inherit the controller's folder and take their basetemp under its basetemp
+    folder = cache.open_session()
+    if config.option.basetemp is None and cache.in_memory(folder):
+        # tmp_path in memory too, where the trees are: most tests write a small simulated tree into theirs, and a
+        # passed test's folder is removed at once (pyproject: tmp_path_retention_policy = "failed")
+        config.option.basetemp = str(folder / "pytest")
+        config._nodetune_basetemp = folder / "pytest"
 
 
 def pytest_unconfigure(config):
-    if not hasattr(config, "workerinput"):
-        cache.close_session()
+    if hasattr(config, "workerinput"):
+        return
+    kept = getattr(config, "_nodetune_failed_tmp", None)
+    cache.close_session(keep=kept and kept.name)
+    if kept:
+        print(f"\nthe failed tests' tmp_path folders are kept in {kept} (the next test session removes them)")
 
 
 def pytest_sessionfinish(session, exitstatus):
     realdata.cleanup()
+    ours = getattr(session.config, "_nodetune_basetemp", None)  # the controlling process's, when in memory
+    if exitstatus not in (0, 5) and ours:
+        session.config._nodetune_failed_tmp = ours
 
 
 @pytest.fixture(scope="session", autouse=True)

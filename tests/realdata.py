@@ -1,7 +1,9 @@
 """Access to the real captures in ``../shared/fixtures/real`` (never copied into the project).
 
-Each capture is extracted once per test session into a temporary directory. Tests that use them must skip
-with a clear reason where the folder is absent (a user's fresh clone): use :func:`require_real`.
+Each capture is extracted once per test session, into the session's folder that xdist's workers share (in memory
+where there is room: tests/support/cache.py), or into a temporary directory of the process outside a test session.
+Tests that use them must skip with a clear reason where the folder is absent (a user's fresh clone): use
+:func:`require_real`.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.support import cache
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # NODETUNE_REAL_CAPTURES points elsewhere; CI sets it to a missing folder once, to run as a user's plain clone does.
@@ -37,8 +42,8 @@ CAPTURES: dict[str, tuple[str, str]] = {
     "nri-desktop": ("nri-intel-4s-and-pmem-nodes/sysfs.tar.bz2", "sysfs/desktop"),
 }
 
-_extracted: dict[str, Path] = {}
 _tmp: Path | None = None
+_private = False  # whether _tmp is this process's own (removed by cleanup) rather than the session's
 
 
 def real_available() -> bool:
@@ -52,10 +57,31 @@ def require_real() -> Path:
 
 
 def _tmpdir() -> Path:
-    global _tmp
+    global _tmp, _private
     if _tmp is None:
-        _tmp = Path(tempfile.mkdtemp(prefix="nodetune-real-"))
+        session = os.environ.get(cache.SESSION_ENV)
+        if session:
+            _tmp = Path(session) / "real-captures"
+            _tmp.mkdir(exist_ok=True)
+        else:
+            _tmp, _private = Path(tempfile.mkdtemp(prefix="nodetune-real-")), True
     return _tmp
+
+
+def _once(key: str, make: Callable[[Path], None]) -> Path:
+    """``<folder>/<key>``, made by ``make(path)`` once per session: one process makes it under a lock, into a
+    temporary name moved into place whole, so a folder that exists is complete."""
+    folder = _tmpdir()
+    done = folder / key
+    if not done.exists():
+        with cache.locked(folder / f"{key}.lock"):
+            if not done.exists():
+                partial = folder / f".{key}.{os.getpid()}"
+                shutil.rmtree(partial, ignore_errors=True)
+                partial.mkdir()
+                make(partial)
+                partial.rename(done)
+    return done
 
 
 def _untar(archive: Path, dest: Path, member: str | None = None) -> None:
@@ -77,13 +103,8 @@ def _untar(archive: Path, dest: Path, member: str | None = None) -> None:
 def extract_archive(archive: str, member: str | None = None) -> Path:
     """Extract one archive (path relative to REAL_DIR), or only ``member`` (a folder) of it, once per session."""
     require_real()
-    key = archive + ("::" + member if member else "")
-    if key not in _extracted:
-        dest = _tmpdir() / key.replace("/", "__").replace("::", "--")
-        dest.mkdir(parents=True, exist_ok=True)
-        _untar(REAL_DIR / archive, dest, member)
-        _extracted[key] = dest
-    return _extracted[key]
+    key = (archive + ("::" + member if member else "")).replace("/", "__").replace("::", "--")
+    return _once(key, lambda dest: _untar(REAL_DIR / archive, dest, member))
 
 
 # Archives that hold several machines: extract only the one asked for (file creation dominates the cost).
@@ -113,7 +134,8 @@ def read_bz2_text(rel: str) -> str:
 
 
 def cleanup() -> None:
-    if _tmp is not None:
+    """Remove this process's own extractions; the session's go with the session's folder."""
+    if _tmp is not None and _private:
         shutil.rmtree(_tmp, ignore_errors=True)
 
 
@@ -122,15 +144,14 @@ KFD_ARCHIVE = "rocm-kfd-mi300x-cpx-2s-epyc/topo-mi300-cpx.tar.gz"
 KFD_INNER = "testdata/topo-mi300-cpx/topology"
 PCP_INTERRUPTS = "pcp-interrupts-1152cpu/interrupts-1152cpu-x86_64.bz2"
 PROMETHEUS_TTAR = "prometheus-procfs-fixtures/fixtures.ttar"
-_built: dict[str, Path] = {}
 
 
 def kfd_root() -> Path:
     """A node root holding only the ROCm KFD capture, placed where the kernel puts it
     (``<root>/sys/class/kfd/kfd/topology``); copied, because a link out of the root would be re-anchored."""
-    if "kfd" not in _built:
-        require_real()
-        root = _tmpdir() / "kfd-root"
+    require_real()
+
+    def make(root: Path) -> None:
         dest = root / "sys/class/kfd/kfd"
         dest.mkdir(parents=True)
         prefix = KFD_INNER.rsplit("/", 1)[0] + "/"  # extract testdata/topo-mi300-cpx/topology as .../kfd/topology
@@ -141,19 +162,19 @@ def kfd_root() -> Path:
                     member.name = member.name[len(prefix):]
                     members.append(member)
             tar.extractall(dest, members=members, filter="data")
-        _built["kfd"] = root
-    return _built["kfd"]
+
+    return _once("kfd-root", make)
 
 
 def pcp_interrupts_root() -> Path:
     """A node root whose only file is PCP's 1,152-CPU /proc/interrupts."""
-    if "pcp" not in _built:
-        require_real()  # before any folder is made: a skipped first call must not break the next one
-        root = _tmpdir() / "pcp-root"
-        (root / "proc").mkdir(parents=True)
+    require_real()  # before any folder is made: a skipped first call must not break the next one
+
+    def make(root: Path) -> None:
+        (root / "proc").mkdir()
         (root / "proc/interrupts").write_text(read_bz2_text(PCP_INTERRUPTS))
-        _built["pcp"] = root
-    return _built["pcp"]
+
+    return _once("pcp-root", make)
 
 
 def _ttar_content(lines: list[str]) -> bytes:
@@ -210,13 +231,8 @@ def extract_ttar(archive: str, dest: Path) -> Path:
 
 def prometheus_root() -> Path:
     """The prometheus/procfs fixtures as a node root (a composite of many machines: parse-only value)."""
-    if "prometheus" not in _built:
-        require_real()  # before any folder is made: a skipped first call must not break the next one
-        dest = _tmpdir() / "prometheus"
-        dest.mkdir()
-        extract_ttar(PROMETHEUS_TTAR, dest)
-        _built["prometheus"] = dest / "fixtures"
-    return _built["prometheus"]
+    require_real()  # before any folder is made: a skipped first call must not break the next one
+    return _once("prometheus", lambda dest: extract_ttar(PROMETHEUS_TTAR, dest)) / "fixtures"
 
 
 def all_roots() -> dict[str, Path]:

@@ -52,10 +52,27 @@ def open_session() -> Path:
     return folder
 
 
-def close_session() -> None:
+def in_memory(folder: Path) -> bool:
+    """Whether the session's folder is on the in-memory file system."""
+    return folder.parent == _MEMORY
+
+
+def close_session(keep: str | None = None) -> None:
+    """Remove the session's folder; with ``keep``, all but that entry of it (a failed session's tmp_path folders, for
+    a look: the next session removes them with the rest, its process being gone)."""
     folder = os.environ.pop(SESSION_ENV, None)
-    if folder and Path(folder).name.startswith(_PREFIX):
+    if not (folder and Path(folder).name.startswith(_PREFIX)):
+        return
+    if keep is None:
         shutil.rmtree(folder, ignore_errors=True)
+        return
+    for entry in Path(folder).iterdir():
+        if entry.name == keep:
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def _has_room(base: Path) -> bool:
@@ -99,7 +116,7 @@ def spec_key(spec: Any) -> str:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     """One builder per spec across the session's processes (xdist's workers share the folder)."""
     with open(path, "w", encoding="utf-8") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -117,7 +134,7 @@ def shared_tree(spec: Any) -> Path:
     key = spec_key(spec)
     tree = folder / key
     if not simnode.is_simnode(str(tree)):  # a finished build is moved into place whole, never replaced
-        with _locked(folder / f"{key}.lock"):
+        with locked(folder / f"{key}.lock"):
             if not simnode.is_simnode(str(tree)):
                 simnode.build(spec, str(tree))
     if tree not in _fingerprints:

@@ -243,11 +243,13 @@ def test_slurmd_parses_the_file_on_the_lab_nodes_topology(tmp_path: Path) -> Non
     (conf / "slurm.conf").write_text("ClusterName=lab\nSlurmctldHost=localhost\nGresTypes=gpu\n"
                                      "NodeName=lab1 Sockets=2 CoresPerSocket=16 ThreadsPerCore=2 Gres=gpu:mi300x:16\n"
                                      "PartitionName=gpu Nodes=lab1\n")
-    # slurmd wants character devices (drm's major 226, the render minor): made in a tmpfs of a private namespace
+    # slurmd wants character devices (drm's major 226, the render minor): made in a tmpfs of a private namespace;
+    # /dev/shm goes along (the test's folders are there when the suite runs in memory: tests/conftest.py)
     devices = " ".join(str(n) for n in range(128, 144))
-    script = ("set -e; mount --make-rprivate /; d=$(mktemp -d); mount -t tmpfs tmpfs $d; mkdir $d/dri; "
+    script = ("set -e; mount --make-rprivate /; d=$(mktemp -d); mount -t tmpfs tmpfs $d; mkdir $d/dri $d/shm; "
               f"for n in {devices}; do mknod $d/dri/renderD$n c 226 $n; done; "
-              "for f in null zero urandom; do : > $d/$f; mount --bind /dev/$f $d/$f; done; mount --bind $d /dev; "
+              "for f in null zero urandom; do : > $d/$f; mount --bind /dev/$f $d/$f; done; "
+              "mount --rbind /dev/shm $d/shm; mount --rbind $d /dev; "
               "exec slurmd -G -N lab1")
     env = dict(os.environ, SLURM_CONF=str(conf / "slurm.conf"), HWLOC_FSROOT=str(root))
     done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=env, timeout=60)
