@@ -5,6 +5,7 @@
 #   scripts/test.sh                  # everything: ruff, ansible-lint, sanity, pytest, molecule
 #   scripts/test.sh pytest -- -k cpulist   # only some stages; arguments after -- go to pytest
 #   NODETUNE_PYTHON=3.11 scripts/test.sh    # on a given Python (default: the newest supported one present)
+#   scripts/test.sh --setup-only            # only the setup: Debian packages, the venv, the project
 #
 # Stages: ruff, ansible-lint, sanity (ansible-test inside the collection), pytest, molecule (`molecule test`
 # for each molecule/*/molecule.yml scenario that the pytest stage did not already run as a test). Every
@@ -19,10 +20,12 @@ COLLECTION_DIR="collection/ansible_collections/nodetune/instinct"
 
 stages=()
 pytest_args=()
+setup_only=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --) shift; pytest_args=("$@"); break ;;
-        -h | --help) sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --setup-only) setup_only=1 ;;
+        -h | --help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         ruff | ansible-lint | sanity | pytest | molecule) stages+=("$1") ;;
         *) nt_die "unknown stage '$1'; valid stages: ${ALL_STAGES[*]}" ;;
     esac
@@ -33,6 +36,7 @@ done
 set -e
 nt_setup test
 set +e
+[ "$setup_only" -eq 1 ] && exit 0
 # Plain text in CI logs: ruff, ansible-lint and molecule colour their output even when it goes to a file.
 if [ ! -t 1 ]; then
     export NO_COLOR=1 PY_COLORS=0
@@ -45,6 +49,17 @@ pytest_line=""
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 junit="$work/pytest.xml"   # the pytest stage's JUnit report; the molecule stage reads which scenarios pytest ran
+
+# ansible-lint and ansible-test write caches and results shared by every run in this checkout and user
+# (~/.cache/ansible-compat, the collection's tests/output, ~/.ansible/test): one such stage at a time when two test
+# runs share them (.ci/run runs its two lines at once).
+with_shared_caches() {
+    local lock="${TMPDIR:-/tmp}/nodetune-test-caches-$(id -u).lock"
+    (
+        flock 9 || exit 1
+        "$@"
+    ) 9>"$lock"
+}
 
 stage_ruff() {
     ruff --version && ruff check .
@@ -179,7 +194,10 @@ stage_molecule() {
 for stage in "${stages[@]}"; do
     nt_section "$stage"
     start=$SECONDS
-    "stage_${stage//-/_}"
+    case "$stage" in
+        ansible-lint | sanity) with_shared_caches "stage_${stage//-/_}" ;;
+        *) "stage_${stage//-/_}" ;;
+    esac
     rc=$?
     elapsed=$((SECONDS - start))
     if [ "$rc" -eq 0 ]; then

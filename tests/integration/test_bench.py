@@ -25,7 +25,12 @@ VERDICT = r"(?:OK|OVER)"
 
 def test_quick_run_prints_every_ratio_line(tmp_path: Path) -> None:
     figures = tmp_path / "figures.json"
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    # its temporary folders in the test's (in memory where the suite runs there: tests/conftest.py): a smoke run's
+    # figures are not read, and the report writers' thousands of files cost the disk most
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+               TMPDIR=str(scratch))
     proc = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--mitogen", "no",
                            "--json", str(figures)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     out = proc.stdout

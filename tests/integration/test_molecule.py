@@ -39,13 +39,17 @@ RECAP = re.compile(r"^(?P<name>\S+)\s*: actions=(?P<actions>\d+)\s+successful=(?
                    r"failed=(?P<failed>\d+)", re.MULTILINE)
 
 
-def molecule_env() -> dict[str, str]:
+def molecule_env(ephemeral: Path) -> dict[str, str]:
     """The caller's environment with the venv's bin first on PATH (molecule shells out to ansible-playbook ...).
 
-    MOLECULE_* variables are dropped: an exported MOLECULE_EPHEMERAL_DIRECTORY would make every scenario share one
-    directory, a MOLECULE_GLOB would make -s look elsewhere. ANSIBLE_CONFIG is Molecule's own business.
+    The caller's MOLECULE_* variables are dropped (a MOLECULE_GLOB would make -s look elsewhere); the scenario's
+    ephemeral directory, where its nodes, inventory and reports live, is the test's own ``ephemeral``: in the test's
+    folder (in memory, tests/conftest.py), never shared with another run of the same scenario (Molecule's default,
+    ~/.cache/molecule/tmp/molecule.<checksum of the folder's name>.<scenario>, is the same for every checkout of the
+    same name). ANSIBLE_CONFIG is Molecule's own business.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOLECULE_") and k != "ANSIBLE_CONFIG"}
+    env["MOLECULE_EPHEMERAL_DIRECTORY"] = str(ephemeral)
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     env["NO_COLOR"] = "1"
     env["PY_COLORS"] = "0"
@@ -80,10 +84,10 @@ def test_the_default_scenario_reboots_the_converged_nodes() -> None:
     # the default scenario (converge, idempotence, verify) runs on every CI line, the others on the first only
     pytest.param(name, marks=[pytest.mark.ansible] if name == "default" else []) for name in SCENARIOS])
 def test_molecule_scenario(scenario: str, record_testsuite_property: Callable[[str, object], None],
-                           record_property: Callable[[str, object], None]) -> None:
+                           record_property: Callable[[str, object], None], tmp_path: Path) -> None:
     start = time.monotonic()
     try:
-        proc = subprocess.run(["molecule", "test", "-s", scenario], cwd=REPO, env=molecule_env(),
+        proc = subprocess.run(["molecule", "test", "-s", scenario], cwd=REPO, env=molecule_env(tmp_path / scenario),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT_S,
                               check=False)
     except subprocess.TimeoutExpired as exc:

@@ -20,11 +20,12 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq imp
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from ansible_collections.nodetune.instinct.plugins.modules import topology_facts
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests import realdata
+from tests.support.inprocess import run_lab_module, run_main
 from tests.support.lab_vars import AREAS
-from tests.support.playbooks import adhoc
 from tests.support.specs import LAB_SPECS, small_spec
 from tests.support.trees import tree_digest
 
@@ -321,7 +322,16 @@ def test_the_file_is_written_atomically_with_mode_0600(node: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ who writes it
-@pytest.mark.ansible  # the modules through Ansible (tests/conftest.py GROUPS)
+def adhoc(module: str, args: dict[str, Any], check: bool = False) -> tuple[int, dict[str, Any]]:
+    """The module run in this process as on a lab node (tests/support/inprocess.py): the test is about the modules."""
+    name = module.rsplit(".", 1)[1]
+    if name == "topology_facts":
+        result = run_main(topology_facts.main, args, check=check)
+    else:
+        result = run_lab_module(name, args, check=check)
+    return result["rc"], result
+
+
 def test_only_the_tune_module_outside_check_mode_writes_it_and_revert_removes_it(node: Path) -> None:
     cache = node / structure.CACHE
     args = {"root": str(node), "areas": AREAS, "verify": {}}  # as site.yml calls it: apply, then audit
