@@ -7,8 +7,11 @@ import pytest
 from tests import realdata
 from tests.support import cache
 
-# Every test is in one group, a marker set here by its file: a new test file joins "core" unless listed.
-#   core       pure code on data and small simulated trees, in-process (discovery, layout, engine, checks)
+# Every test is in one group, a marker set here by its file: a new test file joins "core" or "node" unless listed.
+#   core       pure code on data, in-process: parsers, the planner on saved topologies, checks, reports, the lab's
+#              own pieces (a file of the core names none of NODE_MARKS)
+#   node       in-process on simulated node trees: discovery, apply, verify and revert on a tree built for the test
+#              or shared by the session (a file that names one of NODE_MARKS)
 #   ansible    starts Ansible or runs through its objects: playbooks, modules through Ansible, plugins, the
 #              API/CLI over ansible-runner, ansible-doc/-galaxy, and the pins of each ansible-core line
 #   scenarios  Molecule scenarios, the benchmark's smoke run, the real-node lanes: whole sequences
@@ -51,6 +54,23 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
 }
 _GROUP_OF = {path: group for group, paths in GROUPS.items() for path in paths}
+# What a test file's code names when it works on simulated node trees: the lab's builder, the session's trees, the
+# simulated kernel, the tree helpers. The captures of real servers are trees too.
+NODE_MARKS = ("simnode.", "shared_tree", "fresh_tree", "simulated_kernel", "tests.support.trees", "realdata.",
+              "real_capture")
+_node_files: dict[str, bool] = {}
+
+
+def _file_group(path) -> str:
+    """A file's group where GROUPS does not name it: node or core, by what its code names."""
+    key = str(path)
+    if key not in _node_files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            text = ""
+        _node_files[key] = any(mark in text for mark in NODE_MARKS)
+    return "node" if _node_files[key] else "core"
 
 
 def _reads_real_captures(item) -> bool:
@@ -69,10 +89,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if not item.get_closest_marker("real_fixtures") and _reads_real_captures(item):
             item.add_marker("real_fixtures")  # CI runs these once with the captures hidden, as in a user's clone
-        if any(item.get_closest_marker(name) for name in ("core", *GROUPS)):
+        if any(item.get_closest_marker(name) for name in ("core", "node", *GROUPS)):
             continue  # a test that names its group itself (a scenario every line runs, say)
         rel = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
-        item.add_marker(_GROUP_OF.get(rel, "core"))
+        item.add_marker(_GROUP_OF.get(rel) or _file_group(item.path))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's tmpdir plugin reads --basetemp
