@@ -48,8 +48,6 @@ STAGE_OF_MODULE = {
 }
 # Imports against the direction that stay, each with why (the importer, the imported module).
 EXCEPTIONS = {
-    ("plan.node", "apply.engine"): "the journal reader (engine.load_journal) node.py gives Context.journal; undone "
-                                   "when the journal's reading leaves engine.py for a module of its own",
     ("plan.node", "audit.inventory"): "the declared and learned inventory, validated before discovery "
                                       "(validate, validate_learned) for the checker's files",
 }

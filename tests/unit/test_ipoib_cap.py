@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import setting_findings
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import journal
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
@@ -107,8 +108,8 @@ def test_the_journal_is_read_once_for_all_interfaces(tmp_path: Path, monkeypatch
     state = load(str(root), AREAS)
     engine.apply(state.root, state.settings, services=state.services)
     reads = []
-    real = engine.load_journal
-    monkeypatch.setattr(engine, "load_journal", lambda node_root: reads.append(1) or real(node_root))
+    real = journal.load_journal
+    monkeypatch.setattr(journal, "load_journal", lambda node_root: reads.append(1) or real(node_root))
     again = load(str(root), AREAS)
     assert len([s for s in again.settings if s.id == "ib.mtu"]) == 2
     assert {s.target: s.value for s in again.settings if s.id == "ib.mtu"} == {"ib0": "2044", "ib1": "4092"}

@@ -14,7 +14,7 @@ import contextlib
 import json
 from typing import Any, Callable, Dict, List, Optional
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import journal as journal_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory as inventory_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import layout as layout_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import services as services_mod
@@ -100,8 +100,8 @@ def journal_or_empty(root: Root) -> Dict[str, Any]:
     """The node's journal for the builders (Context.journal); an empty one where it does not validate: apply
     refuses such a journal itself, before any write."""
     try:
-        return engine.load_journal(root)
-    except engine.JournalError:
+        return journal_mod.load_journal(root)
+    except journal_mod.JournalError:
         return {}
 
 
