@@ -23,6 +23,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     od_clock_command,
     od_range,
 )
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import journal
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
@@ -222,7 +223,7 @@ def test_revert_puts_the_level_back_first_and_an_earlier_determinism_clock_back(
 
 
 def test_a_journal_naming_an_unknown_command_attribute_is_refused(tmp_path: Path) -> None:
-    problems = engine.journal_problems({"version": engine.JOURNAL_VERSION, "baseline": {
+    problems = engine.journal_problems({"version": journal.JOURNAL_VERSION, "baseline": {
         "sys/x/pp_od_clk_voltage": {"kind": "attr", "restore": "s 1 1700", "compare": "exact"}}})
     assert problems and "compare 'exact' is not one of od_clock" in problems[0]
 

@@ -36,12 +36,10 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import (
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import _classify as classify_os_error
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import format_state, parse_state
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.journal import (  # noqa: F401 (engine's names)
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.journal import (
     JOURNAL,
-    JOURNAL_VERSION,
     STATE_DIR,
     JournalError,
-    empty_journal,
     journal_problems,
     load_journal,
 )
