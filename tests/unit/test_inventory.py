@@ -28,6 +28,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
 from ansible_collections.nodetune.lab.plugins.module_utils import simboot, simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
 
+from tests import realdata
 from tests.support.lab_vars import AREAS
 from tests.support.specs import AUDIT_SPEC as SPEC
 from tests.support.trees import tree_digest
@@ -99,6 +100,31 @@ def test_facts_of_the_simulated_node(fresh: Path) -> None:
         "xgmi_hive_size": [2], "hca_count": 2, "hca_rate": [400], "hca_width": ["4X"], "nvme_count": 1,
         "cpu_count": 32, "smt": "on", "numa_per_socket": 1}
     assert facts["versions"]["kernel"]
+
+
+def test_a_partitioned_gpu_counts_once_in_its_hive(fresh_tree, tmp_path: Path) -> None:
+    """CPX: each GPU is 8 KFD nodes, its partition ORed into location_id (kfd_topology_add_device), so the hive of
+    2 GPUs must stay 2, not 16; the kernel's newer form puts the partition into bits 31:28 instead."""
+    root = fresh_tree(dict(copy.deepcopy(SPEC), faults={"compute_partition": "CPX"}))
+    nodes = root / "sys/class/kfd/kfd/topology/nodes"
+    partitions = [n for n in nodes.iterdir() if "hive_id" in (n / "properties").read_text()
+                  and "simd_count 0" not in (n / "properties").read_text()]
+    assert len(partitions) == 16  # the test's premise: the lab writes one KFD node per partition
+    facts = node_check.read_facts(str(root))
+    assert facts["compute_partition"] == ["CPX"] and facts["xgmi_hive_size"] == [2]
+    for node_dir in partitions:  # the newer kernels' location_id: node id << 28
+        props = (node_dir / "properties").read_text().splitlines()
+        location = next(int(line.split()[1]) for line in props if line.startswith("location_id "))
+        bdf_form = (location & ~0x7) | (int(node_dir.name) % 8 << 28)
+        (node_dir / "properties").write_text("\n".join(
+            f"location_id {bdf_form}" if line.startswith("location_id ") else line for line in props) + "\n")
+    assert node_check.read_facts(str(root))["xgmi_hive_size"] == [2]
+
+
+def test_the_real_cpx_capture_has_a_hive_of_8_gpus() -> None:
+    """The MI300X CPX capture: 63 KFD GPU nodes, 8 GPUs (8 unique_ids) in one hive."""
+    root = realdata.kfd_root()
+    assert sorted(set(node_check._hive_sizes(str(root)))) == [8]
 
 
 def test_facts_agree_with_the_topology(fresh: Path) -> None:

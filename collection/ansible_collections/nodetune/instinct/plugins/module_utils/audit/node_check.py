@@ -151,16 +151,29 @@ def _gpus(root: str) -> List[Tuple[str, str]]:
     return out
 
 
+def _gpu_of_node(props: Dict[str, str]) -> Tuple[Optional[str], Optional[int]]:
+    """The physical GPU of a KFD GPU node: its PCI domain, bus and device. A partitioned GPU (CPX, DPX ...) is one
+    KFD node per partition, each with the GPU's location_id and its partition's node id ORed in: into the low bits
+    (the PCI function's) in earlier kernels, into bits 31:28 in later ones (kfd_topology.c, kfd_topology_add_device:
+    ``location_id = pci_dev_id(pdev)``, then ``|= node_id`` / ``|= node_id << 28`` where ``num_nodes > 1``), so
+    bus and device (PCI_DEVID's bits 15:3) name the GPU in both."""
+    try:
+        location = int(props.get("location_id", ""))
+    except ValueError:
+        return props.get("domain"), None
+    return props.get("domain"), (location & 0xFFFF) >> 3
+
+
 def _hive_sizes(root: str) -> List[int]:
-    """For each GPU in a hive (KFD nodes with a hive_id), how many GPUs share its hive (partitions of one GPU
-    have the same location, so they count once)."""
+    """For each GPU in a hive (KFD nodes with a hive_id), how many GPUs share its hive: a GPU's partitions count
+    once (:func:`_gpu_of_node`)."""
     members = {}  # type: Dict[str, set]
     for node in _listdir(root, _KFD_NODES):
         props = _props(_read(root, "%s/%s/properties" % (_KFD_NODES, node)))
         hive = props.get("hive_id", "0")
         if hive in ("0", "") or props.get("simd_count", "0") == "0":
             continue
-        members.setdefault(hive, set()).add((props.get("domain"), props.get("location_id")))
+        members.setdefault(hive, set()).add(_gpu_of_node(props))
     return [len(gpus) for gpus in members.values() for _gpu in gpus]
 
 
