@@ -114,6 +114,8 @@ def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.Capture
         (["apply", "--root", str(tmp_path), "-e", "not a var=1"], "is not a variable name"),
         (["picture", "--root", str(tmp_path / "missing"), "-o", str(tmp_path / "x.html")], "no such directory"),
         (["verify", "--root", str(tmp_path), "-f", "0"], "expected a whole number >= 1"),
+        (["report", str(tmp_path), "--top", "-1"], "expected a whole number >= 0, got -1"),
+        (["report", str(tmp_path), "--top", "ten"], "expected a whole number >= 0, got 'ten'"),
         (["apply", "--root", str(tmp_path), "-e", f"@{binary}"], "not a UTF-8 text file"),
         (["bind"], "nothing to run"),  # a usage error: 1 for every verb (2 means drift)
         # an option nodetune does not know is named, before the missing target

@@ -46,16 +46,23 @@ def add_run_options(parser: argparse.ArgumentParser, *, tags: bool = True) -> No
                         help="keep ansible-runner's private data directory (its path is printed) for debugging")
 
 
-def _positive_int(text: str) -> int:
+def whole_number(minimum: int):
+    """An argparse type: a whole number of at least ``minimum``, refused with what was given."""
     import argparse
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_int = whole_number(1)
 
 
 class CommandError(Exception):

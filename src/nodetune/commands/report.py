@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from nodetune.commands._basics import EXIT_DRIFT, EXIT_FAILURE, EXIT_OK, EXIT_PENDING
+from nodetune.commands._basics import EXIT_DRIFT, EXIT_FAILURE, EXIT_OK, EXIT_PENDING, whole_number
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -30,23 +30,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output", metavar="OUT",
                         help="write summary.json, junit.xml, fleet.prom, fleet.html and learned/<host>.json there "
                              "(created if missing; without it nothing is written)")
-    parser.add_argument("--top", type=_count, default=10, metavar="N",
+    parser.add_argument("--top", type=whole_number(0), default=10, metavar="N",
                         help="how many of the most frequent drift ids the summary ranks (default 10)")
     parser.add_argument("--suite-name", default="nodetune verify", metavar="NAME",
                         help="the JUnit <testsuites> name (default 'nodetune verify')")
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of the summary lines")
     parser.set_defaults(func=run)
     return parser
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
