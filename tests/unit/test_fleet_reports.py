@@ -326,3 +326,34 @@ def test_a_report_is_read_from_its_checks_as_from_its_findings(tmp_path: Path, f
     path.write_text("\n".join(lines) + "\n")
     assert fleet._checks_only(path.read_text()) is None
     assert build(with_checks).summary["drifted"]["n1"] == ["nvme.scheduler"]
+
+
+def test_reports_written_at_once_share_their_new_folder(tmp_path: Path) -> None:
+    """The forks of one play write their nodes' reports at the same moment: the folder one of them makes between
+    another's look and its own mkdir is no failure (CI saw `[Errno 17] File exists: .../nodes` fail a node)."""
+    import threading
+
+    folder = tmp_path / "reports" / "nodes"
+    ready = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def write(host: str) -> None:
+        ready.wait()
+        try:
+            report_files.write_text(str(folder / f"{host}.json"), "{}\n")
+        except BaseException as exc:  # noqa: BLE001 - the test reports whatever a writer raised
+            errors.append(exc)
+
+    for _round in range(20):
+        if folder.exists():
+            for child in folder.iterdir():
+                child.unlink()
+            folder.rmdir()
+        threads = [threading.Thread(target=write, args=(f"n{i}",)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        ready.reset()
+    assert errors == []
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"n{i}.json" for i in range(8))

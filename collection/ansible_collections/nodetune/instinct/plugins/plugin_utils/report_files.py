@@ -98,8 +98,7 @@ def with_checks(report):
 def write_text(path, text):
     """Atomically, mode 0644, creating the directory: a reader never sees half a report."""
     directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
+    os.makedirs(directory, 0o755, exist_ok=True)  # the forks of one play write their nodes' reports at once
     handle, tmp = tempfile.mkstemp(prefix=".nodetune-report-", dir=directory)
     try:
         with os.fdopen(handle, "w") as out:
