@@ -61,7 +61,7 @@ NOT_FULL_ROOTS = {
 }
 SMALL_CAPTURE = "hwloc-opteron"  # the quick mode's one real capture: the quickest to extract
 CACHE = "var/lib/nodetune/topology-structure.json"  # discover/structure.py CACHE
-CACHED_SECTIONS = ("cpus", "cpufreq", "l3_domains", "pci", "irq_nodes")  # what a no-op takes from it
+CACHED_SECTIONS = ("cpus", "cpufreq", "cpuidle", "l3_domains", "pci", "irqs")  # what a no-op takes from it
 
 
 def child_env() -> dict[str, str]:
@@ -164,12 +164,13 @@ for name, group in GROUPS.items():
     setattr(topology, name, timed(getattr(topology, name), group))
 discover_irq.interrupt_rows = timed(discover_irq.interrupt_rows, "interrupts_parse")
 store = None
+values = "--no-values" not in sys.argv  # the modules' discovery (node.load) reads the node's structure alone
 if "--cached" in sys.argv:
     from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import StructureStore
     store = StructureStore(sys.argv[1])  # read only
 gc.disable()
 t2 = time.perf_counter()
-topo = topology.discover(sys.argv[1], irq_counts="--no-irq-counts" not in sys.argv, structure=store)
+topo = topology.discover(sys.argv[1], irq_counts="--no-irq-counts" not in sys.argv, structure=store, values=values)
 t3 = time.perf_counter()
 text = encode_json(topo)
 t4 = time.perf_counter()
@@ -186,8 +187,15 @@ print(json.dumps(out))
 NOOP_CHILD = r"""
 import contextlib, io, json, resource, sys, time
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
-spent = {"discover_cpu_s": 0.0, "discoveries": 0, "hits": []}
-discover = node.discover
+spent = {"discover_cpu_s": 0.0, "discoveries": 0, "hits": [], "affinities_cpu_s": 0.0}
+discover, read_affinities = node.discover, node.read_affinities
+def affinities(*args):  # the IRQ values the Layout and verify read after discovery (node.load)
+    start = time.process_time()
+    try:
+        return read_affinities(*args)
+    finally:
+        spent["affinities_cpu_s"] += time.process_time() - start
+node.read_affinities = affinities
 def timed(*args, **kwargs):
     if sys.argv[3] == "fresh":
         kwargs["structure"] = None
@@ -291,6 +299,7 @@ def noop_share(workdir: Path, rounds: int) -> list[dict]:
         modes = {}
         for mode, taken in samples.items():
             modes[mode] = {"noop_cpu_ms": statistics.median(s["process_cpu_s"] for s in taken) * 1e3,
+                           "affinities_cpu_ms": statistics.median(s["affinities_cpu_s"] for s in taken) * 1e3,
                            "discover_cpu_ms": statistics.median(s["discover_cpu_s"] for s in taken) * 1e3,
                            "share": statistics.median(s["discover_cpu_s"] / s["process_cpu_s"] for s in taken),
                            "runs": len(taken),
@@ -346,7 +355,8 @@ def share_report(rows: list[dict]) -> tuple[str, list[str]]:
     for r in rows:  # the verdict on the module as it runs (with the cache); the figure without it beside
         fresh, cached = r["modes"]["fresh"], r["modes"]["cached"]
         lines.append(f"ratio discovery share of a no-op run, {r['node']}: {cached['share'] * 100:.1f}% of the tune "
-                     f"module's process CPU ({cached['discover_cpu_ms']:.0f} of {cached['noop_cpu_ms']:.0f} ms; "
+                     f"module's process CPU ({cached['discover_cpu_ms']:.0f} of {cached['noop_cpu_ms']:.0f} ms, "
+                     f"then {cached['affinities_cpu_ms']:.1f} ms for the IRQ affinities the Layout and verify read; "
                      f"target < {SHARE_TARGET * 100:g}%): {'OK' if cached['share'] < SHARE_TARGET else 'OVER'}")
         lines.append(f"ratio discovery share of a no-op run without the structure cache, {r['node']}: "
                      f"{fresh['share'] * 100:.1f}% of the tune module's process CPU ({fresh['discover_cpu_ms']:.0f} "
@@ -356,14 +366,15 @@ def share_report(rows: list[dict]) -> tuple[str, list[str]]:
 
 def breakdown(root: Path, rounds: int, irq_counts: bool = True, cached: bool = False) -> dict[str, float]:
     """Medians (ms) of the sections of one discovery per fresh process (see :data:`BREAKDOWN_CHILD`); without
-    ``irq_counts`` as the tune and verify modules discover (node.load); ``cached``: with the node's structure cache,
-    every kept section taken from it."""
+    ``irq_counts`` as the tune and verify modules discover (node.load: no IRQ counts, the structure without current
+    values); ``cached``: with the node's structure cache, every kept section taken from it."""
     env = child_env()
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "collection"), str(REPO / "src")])
     samples = []
     for _ in range(rounds):
         sample = _common.run_timed([sys.executable, "-c", BREAKDOWN_CHILD, str(root)]
-                                   + ([] if irq_counts else ["--no-irq-counts"]) + (["--cached"] if cached else []),
+                                   + ([] if irq_counts else ["--no-irq-counts", "--no-values"])
+                                   + (["--cached"] if cached else []),
                                    env=env)
         if sample.returncode != 0:
             raise SystemExit(f"breakdown failed on {root}:\n{sample.stderr[-2000:]}")

@@ -48,9 +48,10 @@ def test_quick_run_prints_every_ratio_line(tmp_path: Path) -> None:
         rf"ratio fleet\[stock\] N=1 site \(no-op\): {NUMBER}x ping wall, {NUMBER}x ping CPU \(target <= 1.5x\): "
         rf"{VERDICT}",
         rf"ratio discovery share of a no-op run, lab mi300x: {NUMBER}% of the tune module's process CPU \({NUMBER} of "
-        rf"{NUMBER} ms; target < 5%\): {VERDICT}",
+        rf"{NUMBER} ms, then {NUMBER} ms for the IRQ affinities the Layout and verify read; target < 5%\): {VERDICT}",
         rf"ratio discovery share of a no-op run, synthetic 1152 CPUs: {NUMBER}% of the tune module's process CPU "
-        rf"\({NUMBER} of {NUMBER} ms; target < 5%\): {VERDICT}",
+        rf"\({NUMBER} of {NUMBER} ms, then {NUMBER} ms for the IRQ affinities the Layout and verify read; "
+        rf"target < 5%\): {VERDICT}",
         rf"ratio planner: largest plan\(\) {NUMBER} ms CPU median \(1152 CPUs, \d+ IRQs; target < 50 ms\): {VERDICT}",
         rf"ratio planner growth: time per CPU \+ IRQ x{NUMBER} from 64 to 1152 CPUs .*: {VERDICT}",
         rf"ratio fleet reports N=1000: {NUMBER} s CPU \({NUMBER} s wall\), {NUMBER} MiB peak \(target < 60 s and "

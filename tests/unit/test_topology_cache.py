@@ -29,7 +29,9 @@ from tests.support.lab_vars import AREAS
 from tests.support.specs import LAB_SPECS, small_spec
 from tests.support.trees import tree_digest
 
-KEPT = ("cpus", "cpufreq", "l3_domains", "pci", "irq_nodes")  # every section a no-op takes from the store
+KEPT = ("cpus", "cpufreq", "l3_domains", "pci", "irqs")  # every section a discovery with values takes from the store
+# what the modules' discovery (node.load: the structure without current values) takes from it
+KEPT_STRUCTURE = ("cpus", "cpufreq", "cpuidle", "l3_domains", "pci", "irqs")
 CPU = "sys/devices/system/cpu"
 # The small node, with mlx5 completion vectors that a first user creates (Linux >= 6.5: IRQs added at run time).
 SPEC = small_spec(nics=[
@@ -187,8 +189,8 @@ CHANGES: dict[str, tuple[Callable[[Path], None], set[str]]] = {
     "CPU offlined": (offline_sibling, {"cpus", "cpufreq", "l3_domains", "pci"}),
     "device added": (add_device, {"pci"}),
     "device replaced at its address": (replace_device, {"pci"}),
-    "IRQs added": (add_irqs, {"irq_nodes"}),
-    "IRQ given to another device": (reassign_irq, {"irq_nodes"}),
+    "IRQs added": (add_irqs, {"irqs"}),
+    "IRQ given to another device": (reassign_irq, {"irqs"}),
     "driver unbound": (unbind_driver, {"pci"}),
     "NUMA node overridden": (override_numa_node, {"pci"}),
     "another cpufreq driver": (other_cpufreq_driver, {"cpufreq"}),
@@ -218,7 +220,7 @@ def test_an_unchanged_node_takes_everything_and_a_rewrite_by_the_next_run_keeps_
     add_irqs(node)
     store = structure.StructureStore(str(node), writable=True)
     discover(str(node), irq_counts=False, structure=store)
-    assert store.hits == ["cpus", "cpufreq", "l3_domains", "pci"] and store.save()  # only irq_nodes read again
+    assert store.hits == ["cpus", "cpufreq", "l3_domains", "pci"] and store.save()  # only the IRQs read again
     assert from_store(node) == (fresh(node), list(KEPT))
 
 
@@ -253,8 +255,10 @@ CORRUPT: dict[str, tuple[Callable[[dict[str, Any]], Any], set[str]]] = {
     "columns of other lengths": (section("cpus", lambda v: dict(v, names=v["names"][1:])), {"cpus"}),
     "an extra key": (section("pci", lambda v: dict(v, extra=1)), {"pci"}),
     "a missing key": (section("cpufreq", lambda v: {k: x for k, x in v.items() if k != "owned"}), {"cpufreq"}),
-    "IRQ nodes as text": (section("irq_nodes", lambda v: ["0"] * len(v)), {"irq_nodes"}),
-    "one IRQ node too few": (section("irq_nodes", lambda v: v[1:]), {"irq_nodes"}),
+    "IRQ nodes as text": (section("irqs", lambda v: dict(v, nodes=["0"] * len(v["nodes"]))), {"irqs"}),
+    "one IRQ node too few": (section("irqs", lambda v: dict(v, nodes=v["nodes"][1:])), {"irqs"}),
+    "an IRQ number true": (section("irqs", lambda v: dict(v, irq=[True] + v["irq"][1:])), {"irqs"}),
+    "an IRQ name missing": (section("irqs", lambda v: dict(v, name=v["name"][:-1])), {"irqs"}),
     "L3 domains of text": (section("l3_domains", lambda v: dict(v, domains=[["0-3"]])), {"l3_domains"}),
     "PCI bindings of three": (section("pci", lambda v: dict(v, bound=[b + [None] for b in v["bound"]])), {"pci"}),
 }

@@ -275,7 +275,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.discover import 
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import services as services_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import LayoutError
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import layout_summary, load
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import layout_summary, load, with_managed_cpus
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 
@@ -354,7 +354,7 @@ def keep_structure(root_path, state, rediscover):
         return
     if rediscover:
         try:
-            discover(root_path, irq_counts=False, structure=state.structure)
+            discover(root_path, irq_counts=False, structure=state.structure, values=False)
         except NodeFileError:  # the apply stands; the next run discovers afresh
             return
     state.structure.save()
@@ -452,7 +452,7 @@ def main():
                                             textfile_diff["before"] or None, textfile_diff["after"]))
         result["diff"] = diff_view.full(changes) if params["full_diff"] else diff_view.bounded(changes)
     result["settings"] = len(state.settings)
-    result["layout"] = state.layout if params["return_layout"] else layout_summary(state.layout)
+    result["layout"] = with_managed_cpus(state) if params["return_layout"] else layout_summary(state.layout)
     result["notes"] = state.context.notes
     if params["bios"]:
         result["bios"] = bios_drift

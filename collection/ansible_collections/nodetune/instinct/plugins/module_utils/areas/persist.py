@@ -26,6 +26,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import sysctl_boot
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import INTERRUPTS
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, parse_cpulist
@@ -300,11 +301,23 @@ def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List
 _SAFE_IRQ_NAME = re.compile(r"^[A-Za-z0-9_.:@+\-]+$")
 
 
-def irq_numbers(root: Root, names: Iterable[str]) -> Dict[str, int]:
+def irq_numbers(root: Root, names: Iterable[str], irqs: Optional[List[Dict[str, Any]]] = None) -> Dict[str, int]:
     """Action name -> IRQ number, read through ``root`` by the rule nodetune-restore and nodetune-check follow
-    (node_check.irq_numbers)."""
-    return node_check.irq_numbers(list(names), lambda rel: _folder_entries(root, rel),
-                                  lambda rel: root.read(rel, strip=False))
+    (node_check.irq_numbers). ``irqs``: the Topology's IRQs, discovered in this run from /proc/interrupts: the rule
+    then reads their rows from them instead of parsing the file again (megabytes on a 384-CPU node)."""
+    def read(rel: str) -> Optional[str]:
+        if irqs is not None and rel == INTERRUPTS:
+            return interrupts_without_counts(irqs)
+        return root.read(rel, strip=False)
+
+    return node_check.irq_numbers(list(names), lambda rel: _folder_entries(root, rel), read)
+
+
+def interrupts_without_counts(irqs: List[Dict[str, Any]]) -> str:
+    """The Topology's IRQ rows as /proc/interrupts prints them, less the count columns, chip and hardware IRQ: the
+    rule takes each row's last word, which is its action name's last word (a row without a name gives none)."""
+    return "CPU0\n" + "".join("%d: %s\n" % (irq["irq"], irq["name"]) for irq in irqs
+                               if (irq.get("name") or "").strip())
 
 
 def _folder_entries(root: Root, rel: str) -> Optional[List[str]]:
@@ -372,14 +385,15 @@ def _pending_entries(ctx: Context, carried: Tuple[List[Dict[str, Any]], List[str
              "order": ORDER.get(e["id"], 90)} for e in entries]
 
 
-def pending_irqs(root: Root, settings: List[Setting]) -> List[Dict[str, Any]]:
+def pending_irqs(root: Root, settings: List[Setting], irqs: Optional[List[Dict[str, Any]]] = None
+                 ) -> List[Dict[str, Any]]:
     """The IRQ entries of the boot-restore state these Settings write whose IRQ does not exist yet (its device does):
     verify reports them as pending, not as drift; nodetune-irq-repin.timer pins each when its driver creates it."""
     state = next((s for s in settings if s.id == "persist.boot_restore" and s.target == "state:irq"), None)
     if state is None:
         return []
     entries = [e for e in json.loads(state.value)["settings"] if e.get("irq_name")]
-    present = irq_numbers(root, [e["irq_name"] for e in entries])
+    present = irq_numbers(root, [e["irq_name"] for e in entries], irqs)
     return [e for e in entries if e["irq_name"] not in present and irq_pending(root, e["id"], e["irq_name"])]
 
 

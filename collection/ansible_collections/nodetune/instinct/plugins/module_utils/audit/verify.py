@@ -148,7 +148,7 @@ def verify_settings(state: Any, areas: Dict[str, Any]) -> List[Finding]:
     pinned = [s.target for s in state.settings if s.id == "irq.nic_local"]
     findings += layout_findings(state.topology, state.layout, areas, pinned)
     findings += applicability_findings(areas, state.settings, state.context.notes)
-    findings += pending_irq_findings(state.root, state.settings)
+    findings += pending_irq_findings(state.root, state.settings, state.topology.get("irqs"))
     findings += area_kernel_cmdline.running_findings(state.root, state.settings)
     # the limits area's files in effect: pam's and systemd's winning lines, the manager's and slurmd's limits
     findings += area_limits.effective_findings(state.root, state.settings, state.services)
@@ -157,14 +157,15 @@ def verify_settings(state: Any, areas: Dict[str, Any]) -> List[Finding]:
     return findings
 
 
-def pending_irq_findings(root: Any, settings: List[Setting]) -> List[Finding]:
+def pending_irq_findings(root: Any, settings: List[Setting],
+                         irqs: Optional[List[Dict[str, Any]]] = None) -> List[Finding]:
     """IRQs the boot restore pins whose driver has not created them yet (mlx5 creates its completion vectors on
     first use since Linux 6.5): not applicable until they appear, not drift; nodetune-irq-repin.timer pins each
     then, and from then on the IRQ is checked like any other (area_persist.pending_irqs)."""
     return [Finding(entry["id"], entry["irq_name"], entry["value"], "not created yet", NOT_APPLICABLE, severity="info",
                     source="setting", remedy="pending: its driver creates it on first use and "
                                              "nodetune-irq-repin.timer pins it when it appears")
-            for entry in area_persist.pending_irqs(root, settings)]
+            for entry in area_persist.pending_irqs(root, settings, irqs)]
 
 
 __all__ = ["verify_settings", "setting_findings", "layout_findings", "applicability_findings", "SERVICE"]

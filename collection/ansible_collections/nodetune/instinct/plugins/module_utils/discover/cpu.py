@@ -17,6 +17,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structu
     are_ints,
     are_ints_or_none,
     are_strs,
+    is_int,
     is_record,
     same_length,
 )
@@ -421,8 +422,10 @@ def _cpufreq_sources(root: Root, cpus: List[Dict[str, Any]],
     return sources
 
 
-def read_cpufreq(root: Root, cpus: List[Dict[str, Any]], warnings: List[str], store: Any = None) -> Dict[str, Any]:
-    """The cpufreq driver and each policy's governor and EPP, read afresh; which CPUs each policy governs from
+def read_cpufreq(root: Root, cpus: List[Dict[str, Any]], warnings: List[str], store: Any = None,
+                 values: bool = True) -> Dict[str, Any]:
+    """The cpufreq driver and each policy's governor and EPP, read afresh (``values=False``: governors and EPP are
+    None, not read: the Settings that set them read them); which CPUs each policy governs from
     ``store`` where it was read under the same evidence: the online CPUs, the policy directories and the driver. A
     policy is created for its CPUs when the driver registers and kept while they go offline and back (cpufreq.c
     cpufreq_online/cpufreq_offline); a new driver (amd_pstate/status switched, a module loaded) may group them
@@ -435,7 +438,7 @@ def read_cpufreq(root: Root, cpus: List[Dict[str, Any]], warnings: List[str], st
         if evidence is not None:
             store.learn("cpufreq", evidence, known)
     warnings.extend(known["warnings"])
-    return _cpufreq_values(root, known["sources"], known["owned"])
+    return _cpufreq_values(root, known["sources"], known["owned"], values)
 
 
 def cpufreq_evidence(root: Root, cpus: List[Dict[str, Any]], policies: List[Tuple[int, str]]) -> List[Optional[str]]:
@@ -465,10 +468,11 @@ def _valid_cpufreq(value: Any) -> bool:
             and all(source.startswith(CPU_DIR + "/") for source in value["sources"]))
 
 
-def _cpufreq_values(root: Root, sources: List[str], owned_lists: List[List[int]]) -> Dict[str, Any]:
+def _cpufreq_values(root: Root, sources: List[str], owned_lists: List[List[int]], values: bool = True
+                    ) -> Dict[str, Any]:
     governors: Dict[str, List[int]] = {}
     epp: Dict[str, List[int]] = {}
-    per_policy = root.read_attrs_many(sources, _POLICY_FILES)
+    per_policy = root.read_attrs_many(sources, _POLICY_FILES) if values else []
     for owned, ((governor, preference), _mode) in zip(owned_lists, per_policy):
         if governor:
             governors.setdefault(governor, []).extend(owned)
@@ -488,42 +492,66 @@ def _cpufreq_values(root: Root, sources: List[str], owned_lists: List[List[int]]
     boost = parse_int(root.read(CPU_DIR + "/cpufreq/boost"))
     return {
         "driver": driver_texts["scaling_driver"] or None,
-        "governors": {gov: sorted(set(c)) for gov, c in sorted(governors.items())},
+        "governors": {gov: sorted(set(c)) for gov, c in sorted(governors.items())} if values else None,
         "available_governors": available,
         "amd_pstate_status": root.read(CPU_DIR + "/amd_pstate/status"),
-        "epp": {value: sorted(set(c)) for value, c in sorted(epp.items())} if epp else None,
+        "epp": {value: sorted(set(c)) for value, c in sorted(epp.items())} if epp and values else None,
         "available_epp": preferences.split() if preferences else None,
         "boost": boost,
     }
 
 
 # --------------------------------------------------------------------------------------------- cpuidle
-def read_cpuidle(root: Root, cpus: List[Dict[str, Any]]) -> Dict[str, Any]:
+def read_cpuidle(root: Root, cpus: List[Dict[str, Any]], store: Any = None, values: bool = True) -> Dict[str, Any]:
     """Idle states per CPU. cpuidle registers every CPU or none, so a first online CPU without states
     ends the walk (a node without cpuidle costs one failed listing, not one per CPU).
 
     The state directories are listed with ``subdirs`` (their resolution comes free with the listing) and their
     ``disable`` files are read in one batch; a state's ``name`` is read from the first CPU that has it (the names
-    belong to the cpuidle driver, one for the whole kernel): a 384-CPU node has ~1,150 of each."""
+    belong to the cpuidle driver, one for the whole kernel): a 384-CPU node has ~1,150 of each.
+
+    ``values=False``: the ``disable`` files are not read (each state's ``disabled_cpus`` is None: the Settings that
+    set them read them), and which CPUs have which states is taken from ``store`` where the online CPUs, the driver
+    and the first online CPU's state directories are the same (the driver registers each CPU's states when it comes
+    online, drivers/cpuidle/cpuidle.c cpuidle_register_device)."""
+    online = [cpu["id"] for cpu in cpus if cpu["online"]]
+    driver = root.read(CPU_DIR + "/cpuidle/current_driver")
+    evidence = None
+    if not values and store is not None and online:
+        first = root.subdirs("%s/cpu%d/cpuidle" % (CPU_DIR, online[0]))
+        evidence = [format_cpulist(online), driver, first]
+        known = store.known("cpuidle", evidence, _valid_cpuidle)
+        if known is not None:
+            return {"driver": driver, "states": [{"index": state["index"], "name": state["name"], "disabled_cpus": None,
+                                                  "cpus_with_state": state["cpus_with_state"]} for state in known]}
     listed: List[Tuple[int, int, str]] = []  # (cpu, state index, state directory)
-    for cpu in cpus:
-        if not cpu["online"]:
-            continue
-        rel = "%s/cpu%d/cpuidle" % (CPU_DIR, cpu["id"])
+    for cpu_id in online:
+        rel = "%s/cpu%d/cpuidle" % (CPU_DIR, cpu_id)
         found = numbered(root.subdirs(rel), _STATE_NAME)
         if not found and not listed:
             break
-        listed.extend((cpu["id"], index, rel + "/" + name) for index, name in found)
+        listed.extend((cpu_id, index, rel + "/" + name) for index, name in found)
     states: Dict[int, Dict[str, Any]] = {}
-    disables = root.read_attrs_many([path for _cpu, _index, path in listed], ("disable",))
+    disables = root.read_attrs_many([path for _cpu, _index, path in listed], ("disable",)) if values else (
+        [([None], None)] * len(listed))
     for (cpu_id, index, path), ((disable,), _mode) in zip(listed, disables):
         state = states.get(index)
         if state is None:
-            state = states[index] = {"index": index, "name": None, "disabled_cpus": [], "cpus_with_state": []}
+            state = states[index] = {"index": index, "name": None, "disabled_cpus": [] if values else None,
+                                     "cpus_with_state": []}
         if state["name"] is None:
             state["name"] = root.read(path + "/name")
         state["cpus_with_state"].append(cpu_id)
         if disable == "1":
             state["disabled_cpus"].append(cpu_id)
-    driver = root.read(CPU_DIR + "/cpuidle/current_driver")
-    return {"driver": driver, "states": [states[i] for i in sorted(states)]}
+    ordered = [states[i] for i in sorted(states)]
+    if evidence is not None:
+        store.learn("cpuidle", evidence, [{"index": state["index"], "name": state["name"],
+                                           "cpus_with_state": state["cpus_with_state"]} for state in ordered])
+    return {"driver": driver, "states": ordered}
+
+
+def _valid_cpuidle(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        is_record(state, {"index": is_int, "name": lambda name: name is None or isinstance(name, str),
+                          "cpus_with_state": are_ints}) for state in value)

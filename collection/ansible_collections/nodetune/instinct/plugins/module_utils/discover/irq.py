@@ -18,7 +18,14 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.discover.cpu imp
     cpumask_or_none,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.devices import first_bdf, is_read_only_mode
-from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import are_ints_or_none
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import (
+    are_ints,
+    are_ints_or_none,
+    are_strs,
+    are_strs_or_none,
+    is_record,
+    same_length,
+)
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
     is_hex,
@@ -115,6 +122,59 @@ def read_interrupts(root: Root) -> Optional[bytes]:
         return None
     finally:
         os.close(fd)
+
+
+def numbered_tails(data: bytes, checked: bool = False) -> Optional[str]:
+    """Each numbered row of /proc/interrupts without its count columns (``"  24: <what follows the counts>"``, one
+    line each), found by their fixed width alone, not parsed: the evidence that the IRQ rows are the ones a structure
+    store keeps (:func:`read_irqs`). show_interrupts() prints every count as `` %10u`` of an unsigned int (kernel/irq/
+    proc.c: never wider), so the text after them starts at the same column in every numbered row. None where the file
+    is not plain ASCII with a ``CPUn`` header; a row that is not what the kernel prints gives another text than the
+    kept one, never the same. ``checked``: None unless every numbered row has its count columns where they belong
+    (what a store keeps is learned from such rows only)."""
+    if not data or not data.isascii() or b"\r" in data:
+        return None
+    end = data.find(b"\n")
+    if end < 0:
+        return None
+    header = data[:end].split()
+    if not header or not all(word.startswith(b"CPU") and word[3:].isdigit() for word in header):
+        return None
+    span = _COLUMN * len(header)
+    out = []
+    size, find = len(data), data.find
+    start = end + 1
+    while start < size:
+        colon = find(b":", start)
+        if colon < 0:
+            break
+        if checked and not _fixed_row(data, start, colon, span):
+            return None
+        if not data[start:colon].strip().isdigit():  # NMI, LOC, ERR...: not IRQs
+            end = find(b"\n", colon)
+        else:
+            counts_at = colon + 1
+            end = find(b"\n", counts_at + span)
+            out.append(data[start:counts_at] + data[counts_at + span:end if end >= 0 else size])
+        if end < 0:
+            break
+        start = end + 1
+    return b"\n".join(out).decode("ascii")
+
+
+def _fixed_row(data: bytes, start: int, colon: int, span: int) -> bool:
+    """Whether the row at ``start`` has its colon on its own line and, if numbered, a count column per CPU (a space
+    at the start or end of each 11 characters, whichever side the kernel pads)."""
+    line_end = data.find(b"\n", start)
+    if line_end < 0:
+        line_end = len(data)
+    if colon > line_end:
+        return False
+    if not data[start:colon].strip().isdigit():
+        return True
+    counts_at = colon + 1
+    return line_end - counts_at >= span and (not data[counts_at:counts_at + span:_COLUMN].strip()
+                                             or not data[counts_at + _COLUMN - 1:counts_at + span:_COLUMN].strip())
 
 
 def interrupt_rows(data: bytes, counts: bool = True) -> List[Dict[str, Any]]:
@@ -307,60 +367,77 @@ def _cpus(parsed: Dict[str, Optional[Tuple[int, ...]]], text: str, irq: int, fil
 
 
 def irq_evidence(rows: List[Dict[str, Any]]) -> str:
-    """The numbered rows' IRQ, chip and hardware IRQ number, one line each: what a cached IRQ's NUMA node was read
-    under. The node is fixed when the descriptor is allocated (kernel/irq/irqdesc.c alloc_desc; /proc/irq/N/node
-    shows it, kernel/irq/proc.c); a number freed and allocated again for another device comes back with another
-    hardware IRQ (x86 PCI-MSI puts the requester id in it, pci_msi_domain_calc_hwirq) or chip, and for the same device
-    with the device's node again."""
+    """The numbered rows' IRQ, chip and hardware IRQ number, one line each: what a cached IRQ's NUMA node and
+    affinity file mode were read under. The node is fixed when the descriptor is allocated (kernel/irq/irqdesc.c
+    alloc_desc; /proc/irq/N/node shows it, kernel/irq/proc.c), and so is the mode: register_irq_proc() creates
+    /proc/irq/N once per descriptor, when its first handler is added (``if (desc->dir) return``), its affinity files
+    without a write bit where irq_can_set_affinity_usr() says no (a managed IRQ, 6.12+). A number freed and allocated
+    again for another device comes back with another hardware IRQ (x86 PCI-MSI puts the requester id in it,
+    pci_msi_domain_calc_hwirq) or chip, and for the same device with the device's node and flags again."""
     return "\n".join("%s %s %s" % (row["irq"], row["chip"], row["hwirq"]) for row in rows)
 
 
 def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str],
               nvme_bdf: Dict[str, Optional[str]], netdev_bdf: Dict[str, Optional[str]],
               release: Optional[str], warnings: List[str], counts: bool = True,
-              store: Any = None) -> Optional[List[Dict[str, Any]]]:
+              store: Any = None, values: bool = True) -> Optional[List[Dict[str, Any]]]:
     """IRQ rows with a number; None where the node has no /proc/interrupts. ``counts=False``: no ``counts_total``
-    (None), see :func:`parse_interrupts`. Every IRQ's NUMA node from ``store`` where the rows are the same
-    (:func:`irq_evidence`); the rows themselves and the affinities are read afresh."""
+    (None), see :func:`parse_interrupts`. Every IRQ's NUMA node and the mode of its affinity file (which says
+    whether the kernel manages it) from ``store`` where the rows are the same (:func:`irq_evidence`); the rows
+    themselves are read afresh, and so are the affinities, unless ``values=False``: they are then None until
+    :func:`read_affinities` reads those of the IRQs a caller needs."""
     data = read_interrupts(root)
     if data is None:
         return None
-    try:
-        rows = interrupt_rows(data, counts)
-    except ParseError as exc:
-        warnings.append(str(exc))
-        return None
+    evidence = numbered_tails(data) if store is not None else None
+    known = store.known("irqs", evidence, _valid_irqs) if evidence is not None else None
+    if known is not None and not counts:
+        numbered = [{"irq": irq, "chip": chip, "hwirq": hwirq, "name": name, "counts_total": None}
+                    for irq, chip, hwirq, name in zip(known["irq"], known["chip"], known["hwirq"], known["name"])]
+    else:
+        try:
+            rows = interrupt_rows(data, counts)
+        except ParseError as exc:
+            warnings.append(str(exc))
+            return None
+        numbered = [row for row in rows if isinstance(row["irq"], int)]
     msi_owner = {irq: dev["bdf"] for dev in pci_devices for irq in dev["msi_irqs"]}
     class_of = {dev["bdf"]: dev["class"] for dev in pci_devices}
     gpus = set(gpu_bdfs)
     version = kernel_version(release)
     mode_is_truth = version is not None and version >= _MANAGED_SINCE
-    numbered = [row for row in rows if isinstance(row["irq"], int)]
-    evidence = irq_evidence(numbered) if store is not None else None
-    known = None
-    if evidence is not None:
-        count = len(numbered)
-        known = store.known("irq_nodes", evidence, lambda nodes: are_ints_or_none(nodes) and len(nodes) == count)
-    root.subdirs("proc/irq")  # resolves every proc/irq/N at once (see Root.subdirs)
-    names = _IRQ_VALUES if known is not None else _IRQ_FILES
-    files = root.read_attrs_many(["proc/irq/%d" % row["irq"] for row in numbered], names, names[0])
+    if known is not None and not values:
+        files: List[Tuple[List[Optional[str]], Optional[int]]] = [
+            ([None, None, None], mode) for mode in known["modes"]]
+    else:
+        root.subdirs("proc/irq")  # resolves every proc/irq/N at once (see Root.subdirs)
+        names = _IRQ_VALUES if known is not None else _IRQ_FILES
+        files = root.read_attrs_many(["proc/irq/%d" % row["irq"] for row in numbered], names, names[0])
+        if known is not None:
+            files = [(texts, mode) for (texts, _mode), mode in zip(files, known["modes"])]
     irqs: List[Dict[str, Any]] = []
     # Thousands of IRQs share a few affinity and node texts and one chip text per device: each is parsed once.
     cpus_of: Dict[str, Optional[Tuple[int, ...]]] = {}
     node_of: Dict[Optional[str], Optional[int]] = {}
     chip_bdf: Dict[str, Optional[str]] = {}
     nodes: List[Optional[int]] = []
+    modes: List[Optional[int]] = []
     for index, (row, (texts, affinity_mode)) in enumerate(zip(numbered, files)):
         number = row["irq"]
         affinity_text, effective_text = texts[0], texts[1]
-        if affinity_text is None:
+        affinity: Optional[List[int]] = None
+        if not values:
+            effective_text = None
+        elif affinity_text is None:
             rel = "proc/irq/%d" % number
-            modes: Dict[str, Optional[int]] = {}
-            mask = root.read_attrs(rel, ("smp_affinity",), modes)["smp_affinity"]
+            mode_of: Dict[str, Optional[int]] = {}
+            mask = root.read_attrs(rel, ("smp_affinity",), mode_of)["smp_affinity"]
             affinity = cpumask_or_none(mask, rel + "/smp_affinity", warnings)
-            affinity_mode = modes["smp_affinity"]
+            if known is None:
+                affinity_mode = mode_of["smp_affinity"]
         else:
             affinity = _cpus(cpus_of, affinity_text, number, "smp_affinity_list", warnings)
+        modes.append(affinity_mode)
         device = _owner(row, msi_owner, nvme_bdf, netdev_bdf, chip_bdf)
         name = row["name"]
         kind = _kind(name, class_of.get(device or ""), device in gpus)
@@ -371,7 +448,7 @@ def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str]
         else:
             managed = None
         if known is not None:
-            node = known[index]
+            node = known["nodes"][index]
         elif texts[2] in node_of:
             node = node_of[texts[2]]
         else:
@@ -391,7 +468,36 @@ def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str]
             "managed": managed,
             "kind": kind,
         })
-    if known is None and evidence is not None:
-        store.learn("irq_nodes", evidence, nodes)
+    if known is None and evidence is not None and numbered_tails(data, checked=True) == evidence:
+        kept: Dict[str, List[Any]] = {key: [row[key] for row in numbered] for key in _ROW_KEYS}
+        store.learn("irqs", evidence, dict(kept, nodes=nodes, modes=modes))
     irqs.sort(key=lambda r: r["irq"])
     return irqs
+
+
+_ROW_KEYS = ("irq", "chip", "hwirq", "name")
+
+
+def _valid_irqs(kept: Any) -> bool:
+    return is_record(kept, {"irq": are_ints, "chip": are_strs_or_none, "hwirq": are_strs_or_none, "name": are_strs,
+                            "nodes": are_ints_or_none, "modes": are_ints_or_none}) and same_length(*kept.values())
+
+
+def read_affinities(root: Root, irqs: List[Dict[str, Any]], warnings: List[str],
+                    names: Tuple[str, ...] = _IRQ_VALUES) -> None:
+    """Read the current ``smp_affinity_list`` and ``effective_affinity_list`` (``names``: those of them) of ``irqs``
+    (entries of a Topology discovered with ``values=False``) into them, as a discovery with values reads them."""
+    if not irqs:
+        return
+    files = root.read_attrs_many(["proc/irq/%d" % irq["irq"] for irq in irqs], names)
+    cpus_of: Dict[str, Optional[Tuple[int, ...]]] = {}
+    for irq, (texts, _mode) in zip(irqs, files):
+        number = irq["irq"]
+        for name, text in zip(names, texts):
+            if text is not None:
+                irq[name] = _cpus(cpus_of, text, number, name, warnings)
+            elif name == "smp_affinity_list":  # kernels before 2.6.28 have the mask alone
+                rel = "proc/irq/%d/smp_affinity" % number
+                irq[name] = cpumask_or_none(root.read(rel), rel, warnings)
+            else:
+                irq[name] = None

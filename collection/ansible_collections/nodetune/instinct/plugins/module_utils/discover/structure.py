@@ -4,17 +4,19 @@
 """The node's structure, kept on the node between runs (issue 28 item 4; its cost in docs/benchmarks.md).
 
 Discovery reads two kinds of things. The node's *structure*: its CPUs with their cores, packages and siblings, the
-CPUs' L3 domains, the cpufreq policies and the CPUs each one governs, the PCI devices with their ids, locality and
-BARs, the NUMA node of each IRQ. And its *current values*: which CPUs are online, governors, idle states disabled,
-affinities, drivers, link speeds, MSI vectors, MTUs, sysctls. The structure does not change while the node runs as it
-is; the values do. Each section reader that reads structure (cpu.py, devices.py, irq.py) is split in two: its
-structure part, whose result it hands to a :class:`StructureStore` with the *evidence* it read it under, and its
-values part, which reads every value afresh on every run. A later run reads the evidence again (a few cheap files:
-the online CPUs, the PCI bus's entries and bindings, the IRQ rows) and takes the structure from the store where the
+CPUs' L3 domains, the cpufreq policies and the CPUs each one governs, the idle states each CPU has, the PCI devices
+with their ids, locality and BARs, the IRQs with their chip, hardware IRQ, name, NUMA node and whether the kernel
+manages them. And its *current values*: which CPUs are online, governors, idle states disabled, affinities, drivers,
+link speeds, MSI vectors, MTUs, sysctls. The structure does not change while the node runs as it is; the values do.
+Each section reader that reads structure (cpu.py, devices.py, irq.py) is split in two: its structure part, whose
+result it hands to a :class:`StructureStore` with the *evidence* it read it under, and its values part, which reads
+every value afresh on every run. A later run reads the evidence again (a few cheap files: the online CPUs, the PCI
+bus's entries and bindings, /proc/interrupts less its count columns) and takes the structure from the store where the
 evidence is the same, so the Topology is the same whether the store had it or not; tests/unit/test_topology_cache.py
-compares the two on the lab's full-size nodes and after each change that must invalidate. (The cpuidle states are not
-kept: listing each CPU's state directories is also what lets their ``disable`` files be read without resolving each
-path, so a kept listing saves nothing.)
+compares the two on the lab's full-size nodes and after each change that must invalidate. The modules' discovery
+(``values=False``, tests/unit/test_topology_values.py) reads no governor, EPP, idle ``disable`` or IRQ affinity at
+all: the Settings read the ones they set. The idle states are kept for it alone: a discovery with values lists each
+CPU's state directories to read their ``disable`` files anyway, and the listing is the structure.
 
 The store is one file under the root (:data:`CACHE`, mode 0600), written atomically (Root.write_file: never through a
 link) and only by the tune module outside check mode; verify, topology_facts and check mode only read it. A file that
@@ -36,7 +38,7 @@ if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never im
 CACHE = "var/lib/nodetune/topology-structure.json"
 FORMAT = "nodetune topology structure"
 # Bump whenever a section's structure or evidence changes shape or meaning: a file of another version is ignored.
-VERSION = 1
+VERSION = 2
 # A reboot can change anything (BIOS settings, NPS, firmware, device enumeration order): a new boot_id (random,
 # drawn at each boot, drivers/char/random.c) discards the whole file. /run would be cleared too, but the journal's
 # folder keeps the cache where revert finds it.
@@ -176,29 +178,39 @@ def _read_own_file(root_path: str, rel: str) -> Optional[str]:
 
 
 # --------------------------------------------------------------------------------------------- shape checks
-# What a section's ``valid`` is made of: a structure from the file is used only where every field has its type.
+# What a section's ``valid`` is made of: a structure from the file is used only where every field has its type. A
+# structure comes from JSON, so a value's type is one of JSON's: a list's element types are checked as one set (at C
+# speed: a 384-CPU node's sections hold ~20,000 numbers). bool is a type of its own there, never taken for an int.
+_INT = {int}
+_INT_OR_NONE = {int, type(None)}
+_STR = {str}
+_STR_OR_NONE = {str, type(None)}
+_BOOL = {bool}
+_BOOL_OR_NONE = {bool, type(None)}
+
+
 def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)  # a bool is an int
 
 
 def are_ints(values: Any) -> bool:
-    return isinstance(values, list) and all(is_int(v) for v in values)
+    return isinstance(values, list) and set(map(type, values)) <= _INT
 
 
 def are_ints_or_none(values: Any) -> bool:
-    return isinstance(values, list) and all(v is None or is_int(v) for v in values)
+    return isinstance(values, list) and set(map(type, values)) <= _INT_OR_NONE
 
 
 def are_strs(values: Any) -> bool:
-    return isinstance(values, list) and all(isinstance(v, str) for v in values)
+    return isinstance(values, list) and set(map(type, values)) <= _STR
 
 
 def are_strs_or_none(values: Any) -> bool:
-    return isinstance(values, list) and all(v is None or isinstance(v, str) for v in values)
+    return isinstance(values, list) and set(map(type, values)) <= _STR_OR_NONE
 
 
 def are_bools(values: Any, allow_none: bool = False) -> bool:
-    return isinstance(values, list) and all(v is True or v is False or (allow_none and v is None) for v in values)
+    return isinstance(values, list) and set(map(type, values)) <= (_BOOL_OR_NONE if allow_none else _BOOL)
 
 
 def are_lists_of(values: Any, check: Callable[[Any], bool]) -> bool:

@@ -76,13 +76,18 @@ def _guarded(section: str, warnings: List[str], default: Any, read: Callable[...
         return default
 
 
-def discover(root: Union[Root, str] = "/", irq_counts: bool = True, structure: Any = None) -> Dict[str, Any]:
+def discover(root: Union[Root, str] = "/", irq_counts: bool = True, structure: Any = None,
+             values: bool = True) -> Dict[str, Any]:
     """Read the node under ``root`` and return its Topology.
 
     ``irq_counts=False`` leaves each IRQ's ``counts_total`` None instead of summing its /proc/interrupts row: the
     tune and verify modules' discovery (node.load), which never read it (discover_irq.parse_interrupts).
     ``structure``: a structure.StructureStore; the node's structure is taken from it where the evidence each section
     reads afresh says it is unchanged, and what is read afresh is given to it. The Topology is the same either way.
+    ``values=False``: the node's structure, without the current values that only the Settings and checks of a run
+    read, each where it uses it (docs/topology.md, "Structure and current values"): the governors and EPP
+    (``cpufreq.governors``, ``cpufreq.epp``), the idle states' ``disabled_cpus`` and the IRQs' ``smp_affinity_list``
+    and ``effective_affinity_list`` are None; ``irq.read_affinities`` reads those of the IRQs a caller needs.
 
     Raises :class:`RootError` (a ``NodeFileError``) only when ``root`` is unusable.
     """
@@ -95,8 +100,8 @@ def discover(root: Union[Root, str] = "/", irq_counts: bool = True, structure: A
     numa_nodes = _guarded("numa_nodes", w, [], read_numa_nodes, node, w)
     cpus = _guarded("cpus", w, [], read_cpus, node, cpu_lists, numa_nodes, w, structure)
     smt = _guarded("smt", w, {"control": None, "active": None, "threads_per_core": None}, read_smt, node, cpus, w)
-    cpufreq = _guarded("cpufreq", w, dict(_NO_CPUFREQ), read_cpufreq, node, cpus, w, structure)
-    cpuidle = _guarded("cpuidle", w, {"driver": None, "states": []}, read_cpuidle, node, cpus)
+    cpufreq = _guarded("cpufreq", w, dict(_NO_CPUFREQ), read_cpufreq, node, cpus, w, structure, values)
+    cpuidle = _guarded("cpuidle", w, {"driver": None, "states": []}, read_cpuidle, node, cpus, structure, values)
     l3_domains = _guarded("l3_domains", w, [], read_l3_domains, node, cpus, w, structure)
 
     online = online_cpus_text(cpus) if structure is not None else None
@@ -111,7 +116,7 @@ def discover(root: Union[Root, str] = "/", irq_counts: bool = True, structure: A
 
     kernel = _guarded("kernel", w, {"cmdline": None, "release": None}, read_kernel, node)
     irqs = _guarded("irqs", w, None, read_irqs, node, pci_devices, [gpu["bdf"] for gpu in gpus], controllers,
-                    {nic["name"]: nic["bdf"] for nic in nics}, kernel["release"], w, irq_counts, structure)
+                    {nic["name"]: nic["bdf"] for nic in nics}, kernel["release"], w, irq_counts, structure, values)
 
     present = {
         "cpus": bool(cpus),

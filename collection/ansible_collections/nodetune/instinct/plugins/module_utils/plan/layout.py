@@ -1283,17 +1283,21 @@ def _left(irq: _Irq, reason: str) -> Dict[str, Any]:
     return {"irq": irq.irq, "name": irq.name, "device": irq.device, "reason": reason}
 
 
+def managed_cpus(entry: Dict[str, Any]) -> Tuple[Optional[List[int]], Optional[str]]:
+    """Where the kernel put a managed IRQ, and the Topology field that says so (None, None: neither was read)."""
+    effective = entry.get("effective_affinity_list")
+    requested = entry.get("smp_affinity_list")
+    if effective is not None:
+        return _int_list(effective), "effective_affinity_list"
+    if requested is not None:
+        return _int_list(requested), "smp_affinity_list"
+    return None, None
+
+
 def _managed_entries(irqs: _IrqSets) -> List[Dict[str, Any]]:
     entries = []
     for irq in irqs.managed:
-        effective = irq.entry.get("effective_affinity_list")
-        requested = irq.entry.get("smp_affinity_list")
-        if effective is not None:
-            cpus, source = _int_list(effective), "effective_affinity_list"
-        elif requested is not None:
-            cpus, source = _int_list(requested), "smp_affinity_list"
-        else:
-            cpus, source = None, None
+        cpus, source = managed_cpus(irq.entry)
         entries.append({
             "irq": irq.irq,
             "name": irq.name,

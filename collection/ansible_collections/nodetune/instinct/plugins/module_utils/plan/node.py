@@ -21,6 +21,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.apply import ser
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting, SettingError
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import read_affinities
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import StructureStore
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.tuning import desired_settings
@@ -83,17 +84,43 @@ def load(root_path: str, areas: Dict[str, Any], policy: Optional[Dict[str, Any]]
     learned = inventory_mod.validate_learned(learned_inventory)
     root = Root(root_path)
     root.check_node()
-    # the IRQ counts: nothing planned or checked reads them
-    topology = discover(root, irq_counts=False, structure=structure)
+    # The node's structure: each current value is read where it is used (the Settings read theirs when they are
+    # compared), and the IRQ counts by nothing planned or checked.
+    topology = discover(root, irq_counts=False, structure=structure, values=False)
     try:
         layout = layout_mod.plan(topology, layout_policy(areas or {}, policy))
     except layout_mod.LayoutError as exc:
         raise SettingError([str(exc)]) from None
+    read_placed_affinities(root, topology, layout)
     context = Context(root, topology, layout, services_mod.for_root(root, run_command),
                       journal_or_empty(root))
     settings = desired_settings(context, areas or {}, persist=persist, expected_inventory=expected,
                                 persist_boot=persist_boot, learned_inventory=learned)
     return NodeState(root, topology, layout, context, settings, structure)
+
+
+def read_placed_affinities(root: Root, topology: Dict[str, Any], layout: Dict[str, Any]) -> None:
+    """The current values verify reads of the IRQs the Layout places (verify.layout_findings): where the kernel
+    delivers each (effective_affinity_list), and, for one delivered outside its planned CPUs, what was asked
+    (smp_affinity_list: asked and not moved yet is pending, not drift)."""
+    planned = dict((entry["irq"], set(entry["cpus"])) for entry in layout.get("irq_affinity") or [])
+    placed = [irq for irq in topology["irqs"] if irq["irq"] in planned]
+    read_affinities(root, placed, topology["warnings"], ("effective_affinity_list",))
+    outside = [irq for irq in placed if irq["effective_affinity_list"] is not None
+               and not set(irq["effective_affinity_list"]) <= planned[irq["irq"]]]
+    read_affinities(root, outside, topology["warnings"], ("smp_affinity_list",))
+
+
+def with_managed_cpus(state: NodeState) -> Dict[str, Any]:
+    """The Layout with where the kernel put each managed IRQ, their affinity files read now (a Topology discovered
+    without values has none): what a module returns as its whole Layout (``return_layout``)."""
+    by_number = dict((irq["irq"], irq) for irq in state.topology["irqs"])
+    entries = state.layout.get("managed_irqs") or []
+    read_affinities(state.root, [by_number[e["irq"]] for e in entries if e["irq"] in by_number],
+                    state.topology["warnings"])
+    for entry in entries:
+        entry["cpus"], entry["source"] = layout_mod.managed_cpus(by_number.get(entry["irq"]) or {})
+    return state.layout
 
 
 def journal_or_empty(root: Root) -> Dict[str, Any]:

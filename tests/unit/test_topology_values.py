@@ -1,0 +1,235 @@
+"""The modules' discovery reads the node's structure, not its current values (issue 28 item 4; discover/topology.py
+``values=False``): each value is read where it is used, once. The governors and EPP, the idle states' disabled CPUs
+and the IRQs' affinities are left None by discovery; the Settings read the values they set when they are compared,
+node.load reads the placed IRQs' effective CPUs for verify, and the managed IRQs' CPUs only for a Layout a module
+returns whole. What a run plans, checks and returns is the same as from a discovery that read everything.
+
+Also here: the /proc/interrupts rows without their count columns (irq.numbered_tails), the evidence under which a
+structure store keeps the IRQ rows, and the idle states a store keeps for a discovery without values.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import verify as verify_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover import structure
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import (
+    interrupt_rows,
+    numbered_tails,
+    read_affinities,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import layout as layout_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node as node_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+
+from tests.support.lab_vars import AREAS
+from tests.support.specs import LAB_SPECS
+
+CPU = "sys/devices/system/cpu"
+KEPT_STRUCTURE = ("cpus", "cpufreq", "cpuidle", "l3_domains", "pci", "irqs")
+
+
+def without_values(topology: dict[str, Any]) -> dict[str, Any]:
+    """A Topology with values, less what a discovery without values leaves None."""
+    out = copy.deepcopy(topology)
+    out["cpufreq"].update(governors=None, epp=None)
+    for state in out["cpuidle"]["states"]:
+        state["disabled_cpus"] = None
+    for irq in out["irqs"]:
+        irq.update(smp_affinity_list=None, effective_affinity_list=None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The full-size MI300X lab node as the lab's areas tuned it (siblings offline, idle states disabled, NIC IRQs
+    pinned), its structure kept by that run: to copy, never to write."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils import rootfs
+    from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+    from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
+
+    root = tmp_path_factory.mktemp("values") / "node"
+    simnode.build(str(LAB_SPECS / "mi300x.yml"), str(root))
+    simkernel.install()
+    try:
+        state = node_mod.load(str(root), AREAS, {})
+        engine.apply(state.root, state.settings, services=state.services)
+    finally:
+        rootfs.use_backend(None)
+    store = structure.StructureStore(str(root), writable=True)
+    discover(str(root), irq_counts=False, structure=store, values=False)
+    assert store.save()
+    return root
+
+
+@pytest.fixture
+def node(tuned: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "node"
+    shutil.copytree(tuned, dest, symlinks=True)
+    return dest
+
+
+# ------------------------------------------------------------------------------------------------ the same Topology
+def test_a_discovery_without_values_is_one_with_them_less_the_values(tuned: Path) -> None:
+    full = discover(str(tuned), irq_counts=False)
+    assert full["cpufreq"]["governors"] and any(s["disabled_cpus"] for s in full["cpuidle"]["states"])
+    lean = discover(str(tuned), irq_counts=False, values=False)
+    assert lean == without_values(full)
+    store = structure.StructureStore(str(tuned))  # read only: the tuned node's kept structure
+    assert discover(str(tuned), irq_counts=False, structure=store, values=False) == lean
+    assert store.hits == list(KEPT_STRUCTURE)
+
+
+def test_read_affinities_reads_what_a_discovery_with_values_reads(tuned: Path) -> None:
+    full = discover(str(tuned), irq_counts=False)
+    lean = discover(str(tuned), irq_counts=False, structure=structure.StructureStore(str(tuned)), values=False)
+    read_affinities(Root(str(tuned)), lean["irqs"], lean["warnings"])
+    assert lean["irqs"] == full["irqs"]
+    assert any(irq["effective_affinity_list"] for irq in lean["irqs"])
+
+
+def test_node_load_plans_and_checks_as_from_a_discovery_with_values(node: Path, monkeypatch: pytest.MonkeyPatch
+                                                                    ) -> None:
+    """On the tuned node with what the IRQ checks look for: one pinned NIC IRQ delivered elsewhere while asked where
+    planned (pending: not moved yet), one asked and delivered elsewhere (drift): the findings, the Layout returned
+    whole and the Settings are the same."""
+    lean = node_mod.load(str(node), AREAS, {}, structure=structure.StructureStore(str(node)))
+    pinned = lean.layout["irq_affinity"]
+    outside = next(cpu for cpu in lean.topology["cpu_lists"]["online"] if cpu not in pinned[0]["cpus"])
+    for entry, files in ((pinned[0], ("effective_affinity_list",)),
+                         (pinned[1], ("effective_affinity_list", "smp_affinity_list"))):
+        for name in files:
+            (node / f"proc/irq/{entry['irq']}/{name}").write_text(f"{outside}\n")
+    real_discover = node_mod.discover
+    monkeypatch.setattr(node_mod, "discover", lambda *a, **k: real_discover(*a, **dict(k, values=True)))
+    full = node_mod.load(str(node), AREAS, {})
+    monkeypatch.undo()
+    lean = node_mod.load(str(node), AREAS, {}, structure=structure.StructureStore(str(node)))
+
+    def findings(state: node_mod.NodeState) -> list[dict[str, Any]]:
+        return [f.to_dict() for f in verify_mod.verify_settings(state, AREAS)]
+
+    seen = findings(lean)
+    assert seen == findings(full)
+    nic = {f["target"]: f for f in seen if f["id"] == "irq.nic_local" and f["source"] == "layout"}
+    assert nic[f"irq {pinned[0]['irq']} effective"]["status"] == "ok"  # pending
+    assert nic[f"irq {pinned[0]['irq']} effective"]["actual"].endswith(verify_mod.PENDING)
+    assert nic[f"irq {pinned[1]['irq']} effective"]["status"] == "drift"
+    assert [s.to_dict() for s in lean.settings] == [s.to_dict() for s in full.settings]
+    assert node_mod.with_managed_cpus(lean) == full.layout
+    assert all(entry["cpus"] for entry in full.layout["managed_irqs"])
+
+
+def test_the_managed_irqs_cpus_are_read_only_for_a_layout_returned_whole(node: Path) -> None:
+    state = node_mod.load(str(node), AREAS, {}, structure=structure.StructureStore(str(node)))
+    managed = state.layout["managed_irqs"]
+    assert managed and all(entry["cpus"] is None and entry["source"] is None for entry in managed)
+    whole = node_mod.with_managed_cpus(state)
+    assert all(entry["cpus"] and entry["source"] == "effective_affinity_list" for entry in whole["managed_irqs"])
+    assert whole["managed_irqs"] == layout_mod.plan(discover(str(node), irq_counts=False),
+                                                    node_mod.layout_policy(AREAS, {}))["managed_irqs"]
+
+
+def test_pending_irqs_found_from_the_topology_rows_as_from_proc_interrupts(tuned: Path) -> None:
+    """The rule (node_check.irq_numbers) reads /proc/interrupts for a name without its device (eno1-TxRx-0): from the
+    Topology's rows it finds the same numbers, for every name the node has."""
+    topology = discover(str(tuned), irq_counts=False, values=False)
+    names = [irq["name"] for irq in topology["irqs"] if irq["name"]]
+    assert any("@pci:" not in name for name in names)
+    root = Root(str(tuned))
+    assert persist.irq_numbers(root, names, topology["irqs"]) == persist.irq_numbers(root, names)
+
+
+# ------------------------------------------------------------------------------------------------ the idle states kept
+def other_idle_driver(root: Path) -> None:
+    (root / CPU / "cpuidle/current_driver").write_text("intel_idle\n")
+
+
+def fewer_idle_states(root: Path) -> None:
+    """The driver registered the CPUs' states again without the deepest (acpi_processor_cst_has_changed)."""
+    for states in (root / CPU).glob("cpu[0-9]*/cpuidle"):
+        deepest = max(states.glob("state[0-9]*"), key=lambda p: int(p.name[5:]), default=None)
+        if deepest is not None:
+            shutil.rmtree(deepest)
+
+
+def cpu_offline(root: Path) -> None:
+    online = Root(str(root)).read(CPU + "/online")
+    last = int(online.replace("-", ",").split(",")[-1])
+    (root / CPU / f"cpu{last}/online").write_text("0\n")
+    (root / CPU / "online").write_text(online.rsplit("-", 1)[0] + f"-{last - 1}\n" if "-" in online else "0\n")
+    shutil.rmtree(root / CPU / f"cpu{last}/cpuidle", ignore_errors=True)
+
+
+@pytest.mark.parametrize("change", [other_idle_driver, fewer_idle_states, cpu_offline])
+def test_a_change_of_the_idle_states_is_read_afresh(node: Path, change: Any) -> None:
+    change(node)
+    store = structure.StructureStore(str(node))
+    assert discover(str(node), irq_counts=False, structure=store, values=False) == discover(
+        str(node), irq_counts=False, values=False)
+    assert "cpuidle" not in store.hits
+
+
+# ------------------------------------------------------------------------------------------------ /proc/interrupts rows
+HEADER = b"           CPU0       CPU1\n"
+ROW = b"  24:          5          7  IR-PCI-MSIX-0000:41:00.0    0-edge      mlx5_comp0@pci:0000:41:00.0\n"
+OTHERS = b" NMI:          1          2   Non-maskable interrupts\n ERR:          3\n"
+
+
+def test_the_tails_are_the_rows_without_their_counts() -> None:
+    data = HEADER + ROW + OTHERS
+    tails = numbered_tails(data)
+    assert tails == "  24:  IR-PCI-MSIX-0000:41:00.0    0-edge      mlx5_comp0@pci:0000:41:00.0"
+    assert numbered_tails(data, checked=True) == tails
+    counted = data.replace(b"         5          7", b"4294967295         70")  # counts move, up to 10 digits
+    assert numbered_tails(counted) == tails
+
+
+@pytest.mark.parametrize("change", [
+    (b"mlx5_comp0@pci", b"mlx5_comp1@pci"),  # another action name
+    (b"0000:41:00.0    0-edge", b"0000:41:00.0    1-edge"),  # another hardware IRQ
+    (b"MSIX-0000:41", b"MSIX-0000:42"),  # another chip
+    (b"  24:", b"  25:"),  # another number
+])
+def test_the_tails_change_with_any_part_of_a_row_but_its_counts(change: tuple[bytes, bytes]) -> None:
+    data = HEADER + ROW + OTHERS
+    assert numbered_tails(data.replace(*change)) != numbered_tails(data)
+
+
+def test_the_tails_change_with_a_row_added_or_gone() -> None:
+    added = HEADER + ROW + ROW.replace(b"  24:", b"  25:").replace(b"comp0", b"comp1") + OTHERS
+    gone = HEADER + OTHERS
+    tails = numbered_tails(HEADER + ROW + OTHERS)
+    assert len({numbered_tails(added), numbered_tails(gone), tails}) == 3
+
+
+@pytest.mark.parametrize("data", [
+    HEADER + b"  24:          5\n" + ROW,  # a row short of its columns
+    HEADER + b"no colon here\n" + ROW,  # a line without its label
+    HEADER + b"  24:1234567890123456789012  IR-PCI-MSIX-0000:41:00.0    0-edge      x\n",  # no column in place
+])
+def test_rows_that_are_not_the_kernels_are_never_kept(data: bytes) -> None:
+    assert numbered_tails(data, checked=True) is None
+
+
+@pytest.mark.parametrize("data", [b"", b"garbage\n", HEADER.replace(b"\n", b"\r\n") + ROW, "CPU0\n 1: ï\n".encode()])
+def test_a_file_that_is_not_plain_proc_interrupts_gives_no_tails(data: bytes) -> None:
+    assert numbered_tails(data) is None
+
+
+def test_the_lab_nodes_rows_are_kept_as_interrupt_rows_reads_them(tuned: Path) -> None:
+    data = (tuned / "proc/interrupts").read_bytes()
+    assert numbered_tails(data, checked=True) == numbered_tails(data)
+    rows = [r for r in interrupt_rows(data, counts=False) if isinstance(r["irq"], int)]
+    store = structure.StructureStore(str(tuned))
+    topology = discover(str(tuned), irq_counts=False, structure=store, values=False)
+    assert "irqs" in store.hits
+    assert [(i["irq"], i["chip"], i["hwirq"], i["name"]) for i in topology["irqs"]] == sorted(
+        (r["irq"], r["chip"], r["hwirq"], r["name"]) for r in rows)
