@@ -137,14 +137,27 @@ def test_the_managed_irqs_cpus_are_read_only_for_a_layout_returned_whole(node: P
                                                     node_mod.layout_policy(AREAS, {}))["managed_irqs"]
 
 
-def test_pending_irqs_found_from_the_topology_rows_as_from_proc_interrupts(tuned: Path) -> None:
-    """The rule (node_check.irq_numbers) reads /proc/interrupts for a name without its device (eno1-TxRx-0): from the
-    Topology's rows it finds the same numbers, for every name the node has."""
-    topology = discover(str(tuned), irq_counts=False, values=False)
+@pytest.mark.parametrize("change", ["none", "an action folder missing", "a device without vectors"])
+def test_irq_numbers_found_from_the_topology_as_from_the_files(node: Path, change: str) -> None:
+    """The rule (node_check.irq_numbers) lists a named device's msi_irqs/ and each vector's /proc/irq/N/, and reads
+    /proc/interrupts for a name without its device (eno1-TxRx-0): from this run's Topology it finds the same
+    numbers, for every name the node has, one of another device, and names that are not there."""
+    topology = discover(str(node), irq_counts=False, values=False)
     names = [irq["name"] for irq in topology["irqs"] if irq["name"]]
+    comp = next(name for name in names if name.startswith("mlx5_comp") and "@pci:" in name)
+    if change == "an action folder missing":  # its row still names it: found through /proc/interrupts
+        names.remove(comp)
+        shutil.rmtree(node / f"proc/irq/{persist.irq_numbers(Root(str(node)), [comp])[comp]}/{comp}")
+        topology = discover(str(node), irq_counts=False, values=False)
+    elif change == "a device without vectors":
+        shutil.rmtree(node / f"sys/bus/pci/devices/{comp.partition('@pci:')[2]}/msi_irqs")
+        topology = discover(str(node), irq_counts=False, values=False)
     assert any("@pci:" not in name for name in names)
-    root = Root(str(tuned))
-    assert persist.irq_numbers(root, names, topology["irqs"]) == persist.irq_numbers(root, names)
+    wanted = names + [comp, "mlx5_comp999@pci:" + comp.partition("@pci:")[2], "nothing-here"]
+    root = Root(str(node))
+    found = persist.irq_numbers(root, wanted, topology)
+    assert found == persist.irq_numbers(root, wanted)
+    assert "nothing-here" not in found and len(found) >= len(set(names))
 
 
 # ------------------------------------------------------------------------------------------------ the idle states kept

@@ -328,13 +328,15 @@ def learned_inventory(params):
     return (params["verify"] or {}).get("learned_inventory")
 
 
-def audit_after_apply(module, params, state, result, waivers, run_command):
+def audit_after_apply(module, params, state, result, waivers, run_command, readings):
     """The verify result of the node as the apply left it. A run that wrote something discovers the node again
     (offlined siblings change the online CPUs, drivers renumber nothing but answer anew), and so does an audit of
     other areas than the applied ones; one that wrote nothing, or ran in check mode, audits the state it just
-    read."""
+    read, with the Settings' values the apply read (``readings``)."""
     areas, bios = audit_scope(params)
-    if (result.get("changed") and not module.check_mode) or areas != params["areas"]:
+    if not (result.get("changed") and not module.check_mode) and areas == params["areas"]:
+        state.readings = readings
+    else:
         state = load(params["root"], areas, params["policy"], run_command, persist_boot=params["persist_boot"],
                      expected_inventory=expected_inventory(params), learned_inventory=learned_inventory(params),
                      structure=state.structure)
@@ -425,11 +427,12 @@ def main():
                          learned_inventory=learned_inventory(params),
                          structure=structure_mod.StructureStore(params["root"], writable=not module.check_mode))
             bios_drift = check_bios(module, state, params["bios"])
+            readings = {}
             result = engine.apply(state.root, state.settings, check_mode=module.check_mode, services=state.services,
-                                  lock_held=not module.check_mode)
+                                  lock_held=not module.check_mode, readings=readings)
         if audit_options is not None:
             try:
-                result["verify"] = audit_after_apply(module, params, state, result, waivers, run_command)
+                result["verify"] = audit_after_apply(module, params, state, result, waivers, run_command, readings)
             except (SettingError, LayoutError, NodeFileError) as exc:  # the apply stands: say so, with its result
                 detail = "; ".join(exc.errors) if isinstance(exc, SettingError) else str(exc)
                 module.fail_json(msg="nodetune applied the tuning (%d change(s), journaled) but could not audit the "

@@ -114,13 +114,17 @@ class Action(object):
 
 
 # --------------------------------------------------------------------------------------------- planning
-def plan_actions(root: Root, settings: List[Setting], services: Any = None) -> List[Action]:
-    """The ordered list of changes that would bring the node to ``settings`` (reads only)."""
+def plan_actions(root: Root, settings: List[Setting], services: Any = None,
+                 readings: Optional[Dict[int, Optional[str]]] = None) -> List[Action]:
+    """The ordered list of changes that would bring the node to ``settings`` (reads only). ``readings`` receives
+    each Setting's current value (by ``id``), for an audit of the same Settings while nothing is written."""
     check_shape(settings)
     missing = []
     current = []
     for setting in settings:
         before = read_current(root, setting, services)
+        if readings is not None:
+            readings[id(setting)] = before
         # A value read proves the file exists: only an attribute that gave none costs a second look.
         if setting.kind == ATTR and before is None:
             missing.append(_unknown_original(root, setting))
@@ -455,15 +459,16 @@ def normalize_raw(text: Optional[str]) -> Optional[str]:
 
 def apply(root: Root, settings: List[Setting], check_mode: bool = False, services: Any = None,
           fault: Optional[Callable[[Setting], None]] = None, lock_timeout: float = 30.0,
-          lock_held: bool = False) -> Dict[str, Any]:
+          lock_held: bool = False, readings: Optional[Dict[int, Optional[str]]] = None) -> Dict[str, Any]:
     """Bring the node to ``settings``. Returns changed, actions, diff, reboot_required.
 
     The node's lock is held from the re-read of the node and the journal to the last journal update.
     ``lock_held``: the caller holds it already (the tune module takes it before discovery, so that the Settings
     are computed from a node no other run is changing); a second flock would wait for the first.
     ``fault`` is a test hook called before each write (fault injection); production passes None.
+    ``readings`` receives the values read before any write (:func:`plan_actions`).
     """
-    actions = plan_actions(root, settings, services)
+    actions = plan_actions(root, settings, services, readings)
     load_own_journal(root)  # a journal nodetune cannot trust is refused in check mode and on a tuned node too
     result = {
         "changed": bool(actions),

@@ -301,23 +301,50 @@ def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List
 _SAFE_IRQ_NAME = re.compile(r"^[A-Za-z0-9_.:@+\-]+$")
 
 
-def irq_numbers(root: Root, names: Iterable[str], irqs: Optional[List[Dict[str, Any]]] = None) -> Dict[str, int]:
+def irq_numbers(root: Root, names: Iterable[str], topology: Optional[Dict[str, Any]] = None) -> Dict[str, int]:
     """Action name -> IRQ number, read through ``root`` by the rule nodetune-restore and nodetune-check follow
-    (node_check.irq_numbers). ``irqs``: the Topology's IRQs, discovered in this run from /proc/interrupts: the rule
-    then reads their rows from them instead of parsing the file again (megabytes on a 384-CPU node)."""
-    def read(rel: str) -> Optional[str]:
-        if irqs is not None and rel == INTERRUPTS:
-            return interrupts_without_counts(irqs)
-        return root.read(rel, strip=False)
+    (node_check.irq_numbers). ``topology``: the node's Topology, discovered in this run: the rule then reads its
+    answers from it (:class:`_FromTopology`) instead of reading the files again (a folder per vector, and
+    /proc/interrupts: megabytes on a 384-CPU node)."""
+    if topology is None:
+        return node_check.irq_numbers(list(names), lambda rel: _folder_entries(root, rel),
+                                      lambda rel: root.read(rel, strip=False))
+    answers = _FromTopology(root, topology)
+    return node_check.irq_numbers(list(names), answers.listdir, answers.read)
 
-    return node_check.irq_numbers(list(names), lambda rel: _folder_entries(root, rel), read)
+
+class _FromTopology(object):
+    """The files node_check.irq_numbers reads, as this run's Topology has them: a device's ``msi_irqs/`` (its
+    ``msi_irqs``), ``/proc/irq/N/`` (the folder per action register_handler_proc() makes, named as in the row's
+    names, which /proc/interrupts joins with ", ", kernel/irq/proc.c) and /proc/interrupts (its rows less the count
+    columns, chip and hardware IRQ: the rule takes a row's last word, its action name's last word). Anything else,
+    and a device the Topology lists no vector of (no folder, or an empty one), is read from the node."""
+
+    def __init__(self, root: Root, topology: Dict[str, Any]) -> None:
+        self._root = root
+        self._irqs = topology.get("irqs") or []
+        self._actions = dict((irq["irq"], (irq.get("name") or "").split(", ")) for irq in self._irqs)
+        self._vectors = dict((dev["bdf"], dev.get("msi_irqs") or []) for dev in topology.get("pci_devices") or [])
+
+    def listdir(self, rel: str) -> Optional[List[str]]:
+        head, _sep, tail = rel.partition("/msi_irqs")
+        bdf = head[len(_PCI_DEVICES):] if head.startswith(_PCI_DEVICES) and not tail else ""
+        if self._vectors.get(bdf):
+            return [str(number) for number in self._vectors[bdf]]
+        number = rel[len(_PROC_IRQ):]
+        if rel.startswith(_PROC_IRQ) and number.isdigit() and int(number) in self._actions:
+            return self._actions[int(number)]
+        return _folder_entries(self._root, rel)
+
+    def read(self, rel: str) -> Optional[str]:
+        if rel == INTERRUPTS:
+            return "CPU0\n" + "".join("%d: %s\n" % (irq["irq"], irq["name"]) for irq in self._irqs
+                                       if (irq.get("name") or "").strip())
+        return self._root.read(rel, strip=False)
 
 
-def interrupts_without_counts(irqs: List[Dict[str, Any]]) -> str:
-    """The Topology's IRQ rows as /proc/interrupts prints them, less the count columns, chip and hardware IRQ: the
-    rule takes each row's last word, which is its action name's last word (a row without a name gives none)."""
-    return "CPU0\n" + "".join("%d: %s\n" % (irq["irq"], irq["name"]) for irq in irqs
-                               if (irq.get("name") or "").strip())
+_PCI_DEVICES = "sys/bus/pci/devices/"
+_PROC_IRQ = "proc/irq/"
 
 
 def _folder_entries(root: Root, rel: str) -> Optional[List[str]]:
@@ -385,7 +412,7 @@ def _pending_entries(ctx: Context, carried: Tuple[List[Dict[str, Any]], List[str
              "order": ORDER.get(e["id"], 90)} for e in entries]
 
 
-def pending_irqs(root: Root, settings: List[Setting], irqs: Optional[List[Dict[str, Any]]] = None
+def pending_irqs(root: Root, settings: List[Setting], topology: Optional[Dict[str, Any]] = None
                  ) -> List[Dict[str, Any]]:
     """The IRQ entries of the boot-restore state these Settings write whose IRQ does not exist yet (its device does):
     verify reports them as pending, not as drift; nodetune-irq-repin.timer pins each when its driver creates it."""
@@ -393,7 +420,7 @@ def pending_irqs(root: Root, settings: List[Setting], irqs: Optional[List[Dict[s
     if state is None:
         return []
     entries = [e for e in json.loads(state.value)["settings"] if e.get("irq_name")]
-    present = irq_numbers(root, [e["irq_name"] for e in entries], irqs)
+    present = irq_numbers(root, [e["irq_name"] for e in entries], topology)
     return [e for e in entries if e["irq_name"] not in present and irq_pending(root, e["id"], e["irq_name"])]
 
 

@@ -50,10 +50,14 @@ def _shown(setting: Setting, value: Optional[str]) -> Optional[str]:
     return value
 
 
-def setting_findings(root: Any, settings: List[Setting], services: Any = None) -> List[Finding]:
+def setting_findings(root: Any, settings: List[Setting], services: Any = None,
+                     readings: Optional[Dict[int, Optional[str]]] = None) -> List[Finding]:
+    """One finding per Setting: its current value against the desired one. ``readings``: the values a plan of these
+    very Settings read (engine.plan_actions) while the node has not been written since: each is read once a run."""
     findings = []
     for setting in settings:
-        actual = read_current(root, setting, services)
+        actual = readings[id(setting)] if readings is not None and id(setting) in readings else read_current(
+            root, setting, services)
         expected = desired(setting)
         status = OK if actual == expected else DRIFT
         findings.append(Finding(
@@ -143,12 +147,12 @@ def sysctl_boot_findings(root: Any, settings: List[Setting]) -> List[Finding]:
 
 def verify_settings(state: Any, areas: Dict[str, Any]) -> List[Finding]:
     """All setting, layout and applicability findings of a loaded NodeState (node.load)."""
-    findings = setting_findings(state.root, state.settings, state.services)
+    findings = setting_findings(state.root, state.settings, state.services, state.readings)
     findings += sysctl_boot_findings(state.root, state.settings)
     pinned = [s.target for s in state.settings if s.id == "irq.nic_local"]
     findings += layout_findings(state.topology, state.layout, areas, pinned)
     findings += applicability_findings(areas, state.settings, state.context.notes)
-    findings += pending_irq_findings(state.root, state.settings, state.topology.get("irqs"))
+    findings += pending_irq_findings(state.root, state.settings, state.topology)
     findings += area_kernel_cmdline.running_findings(state.root, state.settings)
     # the limits area's files in effect: pam's and systemd's winning lines, the manager's and slurmd's limits
     findings += area_limits.effective_findings(state.root, state.settings, state.services)
@@ -158,14 +162,14 @@ def verify_settings(state: Any, areas: Dict[str, Any]) -> List[Finding]:
 
 
 def pending_irq_findings(root: Any, settings: List[Setting],
-                         irqs: Optional[List[Dict[str, Any]]] = None) -> List[Finding]:
+                         topology: Optional[Dict[str, Any]] = None) -> List[Finding]:
     """IRQs the boot restore pins whose driver has not created them yet (mlx5 creates its completion vectors on
     first use since Linux 6.5): not applicable until they appear, not drift; nodetune-irq-repin.timer pins each
     then, and from then on the IRQ is checked like any other (area_persist.pending_irqs)."""
     return [Finding(entry["id"], entry["irq_name"], entry["value"], "not created yet", NOT_APPLICABLE, severity="info",
                     source="setting", remedy="pending: its driver creates it on first use and "
                                              "nodetune-irq-repin.timer pins it when it appears")
-            for entry in area_persist.pending_irqs(root, settings, irqs)]
+            for entry in area_persist.pending_irqs(root, settings, topology)]
 
 
 __all__ = ["verify_settings", "setting_findings", "layout_findings", "applicability_findings", "SERVICE"]

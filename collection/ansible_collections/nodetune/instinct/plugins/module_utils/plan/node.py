@@ -38,6 +38,9 @@ class NodeState(object):
         self.context = context
         self.settings = settings
         self.structure = structure  # where the node's structure was taken from and kept (discover/structure.py)
+        # the Settings' current values as the apply's plan read them (engine.apply ``readings``), for the audit of a
+        # run that wrote nothing: set by the caller that knows nothing was written since, else None
+        self.readings: Optional[Dict[int, Optional[str]]] = None
 
     @property
     def services(self) -> Any:
