@@ -62,6 +62,7 @@ TARGETS = {"site": 2.5, "site (no cache)": 2.5, "site (no-op)": 1.3}
 PIPELINING = ("off", "on")
 DEFAULT_SIZES = (64,)
 PERSIST = "30m"
+COMPRESSION = False  # ssh -C, Ansible's default; the project's ansible.cfg leaves it out (--compression: with it)
 # files, folders and links of one node tree by spec (inventories/lab/specs, at this commit), for the /dev/shm check
 SPEC_ENTRIES = {"mi250": 30_000, "mi300x": 42_000}
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -204,9 +205,10 @@ class Series:
 
 def ssh_vars(server: sshd.SshServer) -> dict[str, object]:
     """The SSH lane's host variables, a connection per host (Ansible's default ControlPath is one per address, port
-    and user: every node here is 127.0.0.1) and connections that outlive the untimed restores; Ansible's own
-    ssh_args otherwise (``-C``, ControlMaster)."""
-    return {**server.host_vars(), "ansible_ssh_args": f"-C -o ControlMaster=auto -o ControlPersist={PERSIST}",
+    and user: every node here is 127.0.0.1) and connections that outlive the untimed restores; the project's
+    ansible.cfg ssh_args otherwise (ControlMaster, no ``-C``: ``--compression`` puts Ansible's default back)."""
+    return {**server.host_vars(), "ansible_ssh_args": f"{'-C ' if COMPRESSION else ''}-o ControlMaster=auto "
+                                                      f"-o ControlPersist={PERSIST}",
             "ansible_control_path": f"{server.folder}/cp/{{{{ inventory_hostname }}}}"}
 
 
@@ -353,7 +355,8 @@ def run(sizes: list[int], rounds: int, modes: tuple[str, ...] = PIPELINING, case
             fleet = fleet_cost.Fleet(folder, ssh_vars(server))
             build = _common.timed_call(lambda: fleet.build(max(sizes)))
             print(f"fleet over SSH: {max(sizes)} simulated nodes in {folder} ({build.wall:.0f} s to build), sshd on "
-                  f"127.0.0.1:{server.port}, user {server.user} with sudo; {_common.load_text()}", flush=True)
+                  f"127.0.0.1:{server.port}, user {server.user} with sudo, ssh {'with' if COMPRESSION else 'without'} "
+                  f"-C; {_common.load_text()}", flush=True)
             probe = SshCpu(server, group)
             for count in sizes:
                 series = measure(fleet, probe, count, rounds, modes, cases)
@@ -395,7 +398,12 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, help="keep the nodes here (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="do not delete the temporary folder")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument("--compression", action="store_true",
+                        help="ssh -C on every connection (Ansible's default ssh_args; the project's ansible.cfg "
+                             "leaves it out)")
     args = parser.parse_args()
+    global COMPRESSION
+    COMPRESSION = args.compression
     print(_common.machine_text(_common.machine()))
     results = run(args.nodes, max(1, args.repeat), args.pipelining, args.cases, args.workdir, args.keep)
     if args.json:
