@@ -246,3 +246,56 @@ def test_the_lab_nodes_rows_are_kept_as_interrupt_rows_reads_them(tuned: Path) -
     assert "irqs" in store.hits
     assert [(i["irq"], i["chip"], i["hwirq"], i["name"]) for i in topology["irqs"]] == sorted(
         (r["irq"], r["chip"], r["hwirq"], r["name"]) for r in rows)
+
+
+# ------------------------------------------------------------------------------------------------ a Setting read once
+def reads_per_setting(monkeypatch: pytest.MonkeyPatch, args: dict[str, Any], check: bool = False
+                      ) -> tuple[dict[str, Any], dict[str, int]]:
+    """One tune call in process (tests/support/inprocess.py), the reads of each Setting's current value counted."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan import setting as setting_mod
+
+    from tests.support.inprocess import run_lab_module
+
+    counted: dict[str, int] = {}
+    real = setting_mod.read_current
+
+    def read_current(root: Any, setting: Any, services: Any = None) -> Any:
+        counted[setting.uid] = counted.get(setting.uid, 0) + 1
+        return real(root, setting, services)
+
+    monkeypatch.setattr(engine, "read_current", read_current)
+    monkeypatch.setattr(verify_mod, "read_current", read_current)
+    result = run_lab_module("tune", args, check=check)
+    monkeypatch.undo()
+    return result, counted
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_the_audit_of_a_run_that_wrote_nothing_reads_no_setting_again(node: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        check: bool) -> None:
+    args = {"root": str(node), "areas": AREAS, "verify": {}}
+    result, counted = reads_per_setting(monkeypatch, args, check=check)
+    assert result["rc"] == 0 and not result["changed"], result.get("msg")
+    assert len(counted) == result["settings"] > 1000 and set(counted.values()) == {1}
+    from tests.support.inprocess import run_lab_module
+
+    audit = run_lab_module("verify", {"root": str(node), "areas": AREAS})  # reads every Setting itself
+    assert audit["rc"] == 0 and result["verify"]["summary"] == audit["summary"]
+    assert audit["summary"]["counts"]["ok"] > 1000
+
+
+def test_the_audit_after_a_write_reads_the_node_again(node: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A governor changed behind nodetune's back: the apply reads it (drift), writes it, and its audit reads every
+    Setting again, after the writes: no drift, and the governor it reports is the one written."""
+    governor = next((node / CPU / "cpufreq").glob("policy*/scaling_governor"))
+    governor.write_text("powersave\n")
+    args = {"root": str(node), "areas": AREAS, "verify": {}}
+    result, counted = reads_per_setting(monkeypatch, args)
+    assert result["rc"] == 0 and result["changed"] and [a["id"] for a in result["actions"]] == ["cpu.governor"]
+    written = result["actions"][0]["target"]
+    # the plan (under the lock the module holds from discovery on: not planned again) and the audit of the node as
+    # written; the written Setting once more, read back after its write (engine.unconfirmed)
+    assert {uid: n for uid, n in counted.items() if n != 2} == {f"cpu.governor[{written}]": 3}
+    assert "cpu.governor" not in result["verify"]["summary"]["drift_ids"]
+    assert governor.read_text().strip() == "performance"

@@ -480,8 +480,8 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
     if check_mode or not actions:
         return result
     with contextlib.nullcontext() if lock_held else NodeLock(root, lock_timeout):
-        # Re-plan under the lock: another run may have changed the node since.
-        actions = plan_actions(root, settings, services)
+        if not lock_held:  # re-plan under the lock: another run may have changed the node since the plan above
+            actions = plan_actions(root, settings, services)
         journal_before = root.read(JOURNAL, strip=False)
         journal = load_own_journal(root)
         journal.setdefault("identity", node_identity(root))  # new, or of an earlier version: this node's from now on
