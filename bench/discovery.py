@@ -18,8 +18,10 @@ node (by CPUs) and on a 1,152-CPU synthetic node (:func:`synthetic_spec`: the la
 socket and NPS4). Each node is built, tuned by a first run, then the tune module (``nodetune.lab.tune`` with every
 area's lab variables and the verify audit, as site.yml calls it) runs ``--repeat`` times on it as the node runs it:
 a fresh process, the module's main with its arguments (:data:`NOOP_CHILD`). In that process the discovery
-(node.load's ``topology.discover``) is timed; the share is its CPU time over the process's (interpreter, imports,
-discovery, plan, the comparison of every Setting, the audit). AnsiballZ's unpacking is not in it, so the share of
+(node.load's ``topology.discover``: the node's structure, without the current values the Settings and checks read
+where they use them) is timed; the share is its CPU time over the process's (interpreter, imports, discovery, plan,
+the comparison of every Setting, the audit). The IRQ affinities node.load reads right after discovery (for verify)
+are timed apart and printed beside the share. AnsiballZ's unpacking is not in it, so the share of
 a real run is a little lower than this one. The no-op runs alternate, round by round, between the two ways the
 module can discover: with the node's structure cache (discover/structure.py: the first run kept it beside the
 journal; the child checks that every kept section was taken from it) and without it (the same module, its store
