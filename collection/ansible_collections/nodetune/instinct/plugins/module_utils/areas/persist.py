@@ -338,8 +338,8 @@ class _FromTopology(object):
 
     def read(self, rel: str) -> Optional[str]:
         if rel == INTERRUPTS:
-            return "CPU0\n" + "".join("%d: %s\n" % (irq["irq"], irq["name"]) for irq in self._irqs
-                                       if (irq.get("name") or "").strip())
+            rows = ["%d: %s\n" % (irq["irq"], irq["name"]) for irq in self._irqs if (irq.get("name") or "").strip()]
+            return "CPU0\n" + "".join(rows)
         return self._root.read(rel, strip=False)
 
 
