@@ -366,26 +366,22 @@ def _cpus(parsed: Dict[str, Optional[Tuple[int, ...]]], text: str, irq: int, fil
     return found
 
 
-def irq_evidence(rows: List[Dict[str, Any]]) -> str:
-    """The numbered rows' IRQ, chip and hardware IRQ number, one line each: what a cached IRQ's NUMA node and
-    affinity file mode were read under. The node is fixed when the descriptor is allocated (kernel/irq/irqdesc.c
-    alloc_desc; /proc/irq/N/node shows it, kernel/irq/proc.c), and so is the mode: register_irq_proc() creates
-    /proc/irq/N once per descriptor, when its first handler is added (``if (desc->dir) return``), its affinity files
-    without a write bit where irq_can_set_affinity_usr() says no (a managed IRQ, 6.12+). A number freed and allocated
-    again for another device comes back with another hardware IRQ (x86 PCI-MSI puts the requester id in it,
-    pci_msi_domain_calc_hwirq) or chip, and for the same device with the device's node and flags again."""
-    return "\n".join("%s %s %s" % (row["irq"], row["chip"], row["hwirq"]) for row in rows)
-
-
 def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str],
               nvme_bdf: Dict[str, Optional[str]], netdev_bdf: Dict[str, Optional[str]],
               release: Optional[str], warnings: List[str], counts: bool = True,
               store: Any = None, values: bool = True) -> Optional[List[Dict[str, Any]]]:
     """IRQ rows with a number; None where the node has no /proc/interrupts. ``counts=False``: no ``counts_total``
-    (None), see :func:`parse_interrupts`. Every IRQ's NUMA node and the mode of its affinity file (which says
-    whether the kernel manages it) from ``store`` where the rows are the same (:func:`irq_evidence`); the rows
-    themselves are read afresh, and so are the affinities, unless ``values=False``: they are then None until
-    :func:`read_affinities` reads those of the IRQs a caller needs."""
+    (None), see :func:`parse_interrupts`. The affinities are read afresh unless ``values=False``: they are then None
+    until :func:`read_affinities` reads those of the IRQs a caller needs.
+
+    From ``store``, where /proc/interrupts has the same rows (:func:`numbered_tails`): the rows (irq, chip, hardware
+    IRQ, name: unless ``counts``, which need the whole parse), each IRQ's NUMA node and the mode of its affinity file
+    (which says whether the kernel manages it). The node is fixed when the descriptor is allocated
+    (kernel/irq/irqdesc.c alloc_desc; /proc/irq/N/node shows it, kernel/irq/proc.c), and so is the mode:
+    register_irq_proc() creates /proc/irq/N once per descriptor, when its first handler is added (``if (desc->dir)
+    return``), its affinity files without a write bit where irq_can_set_affinity_usr() says no (a managed IRQ, 6.12+).
+    A number freed and allocated again for another device comes back with another hardware IRQ (x86 PCI-MSI puts the
+    requester id in it, pci_msi_domain_calc_hwirq) or chip, and for the same device with its node and flags again."""
     data = read_interrupts(root)
     if data is None:
         return None
@@ -496,7 +492,7 @@ def read_affinities(root: Root, irqs: List[Dict[str, Any]], warnings: List[str],
         for name, text in zip(names, texts):
             if text is not None:
                 irq[name] = _cpus(cpus_of, text, number, name, warnings)
-            elif name == "smp_affinity_list":  # kernels before 2.6.28 have the mask alone
+            elif name == "smp_affinity_list":  # older kernels have the mask alone
                 rel = "proc/irq/%d/smp_affinity" % number
                 irq[name] = cpumask_or_none(root.read(rel), rel, warnings)
             else:
