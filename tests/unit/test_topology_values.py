@@ -87,6 +87,28 @@ def test_a_discovery_without_values_is_one_with_them_less_the_values(tuned: Path
     assert store.hits == list(KEPT_STRUCTURE)
 
 
+def test_every_real_capture_discovers_its_structure_as_with_values_and_keeps_it(tmp_path: Path) -> None:
+    """The real kernels' /proc/interrupts and sysfs (../shared/fixtures/real): the values-free Topology is the full
+    one less its values, the same again from what a store kept of it (in memory), IRQ rows included where the
+    capture has them; every affinity read afterwards is what the full discovery read."""
+    from tests import realdata
+
+    realdata.require_real()
+    kept_irqs = 0
+    for name, root in realdata.all_roots().items():
+        full = discover(str(root), irq_counts=False)
+        lean = discover(str(root), irq_counts=False, values=False)
+        assert lean == without_values(full), name
+        store = structure.StructureStore(str(tmp_path))  # kept in memory: never saved
+        discover(str(root), irq_counts=False, structure=store, values=False)
+        again = discover(str(root), irq_counts=False, structure=store, values=False)
+        assert again == lean, name
+        kept_irqs += "irqs" in store.hits
+        read_affinities(Root(str(root)), again["irqs"], again["warnings"])
+        assert again["irqs"] == full["irqs"], name
+    assert kept_irqs  # at least one capture's IRQ rows were kept and taken back
+
+
 def test_read_affinities_reads_what_a_discovery_with_values_reads(tuned: Path) -> None:
     full = discover(str(tuned), irq_counts=False)
     lean = discover(str(tuned), irq_counts=False, structure=structure.StructureStore(str(tuned)), values=False)
