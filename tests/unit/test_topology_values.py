@@ -159,6 +159,18 @@ def test_the_managed_irqs_cpus_are_read_only_for_a_layout_returned_whole(node: P
                                                     node_mod.layout_policy(AREAS, {}))["managed_irqs"]
 
 
+def test_the_tune_module_returns_the_whole_layout_with_the_managed_irqs_cpus(node: Path) -> None:
+    """``return_layout``: what the tune module returns is the Layout planned from a discovery with every value."""
+    from tests.support.inprocess import run_lab_module
+
+    result = run_lab_module("tune", {"root": str(node), "areas": AREAS, "return_layout": True}, check=True)
+    assert result["rc"] == 0 and not result["changed"], result.get("msg")
+    managed = result["layout"]["managed_irqs"]
+    assert len(managed) > 100 and all(entry["cpus"] for entry in managed)
+    assert managed == layout_mod.plan(discover(str(node), irq_counts=False),
+                                      node_mod.layout_policy(AREAS, {}))["managed_irqs"]
+
+
 @pytest.mark.parametrize("change", ["none", "an action folder missing", "a device without vectors"])
 def test_irq_numbers_found_from_the_topology_as_from_the_files(node: Path, change: str) -> None:
     """The rule (node_check.irq_numbers) lists a named device's msi_irqs/ and each vector's /proc/irq/N/, and reads
