@@ -353,19 +353,31 @@ def irq_numbers(names: List[str], listdir: Callable[[str], Optional[List[str]]],
     6.5+) does not cost that read every time."""
     numbers = {}  # type: Dict[str, int]
     listed = set()  # type: set
-    for bdf in sorted(set(name.partition("@pci:")[2] for name in names) - {""}):
-        wanted = [name for name in names if name.partition("@pci:")[2] == bdf]
+    by_device = {}  # type: Dict[str, List[str]]
+    for name in names:
+        by_device.setdefault(name.partition("@pci:")[2], []).append(name)
+    for bdf in sorted(set(by_device) - {""}):
+        wanted = by_device[bdf]
         vectors = listdir("sys/bus/pci/devices/%s/msi_irqs" % bdf)
         if vectors is None:
             continue
         listed.update(wanted)
-        for vector in sorted(vectors):
+        # an action folder's name -> the names it answers: the name itself, or its driver's part (amdgpu@pci:...)
+        by_action = {}  # type: Dict[str, List[str]]
+        for name in wanted:
+            by_action.setdefault(name, []).append(name)
+            by_action.setdefault(name.partition("@pci:")[0], []).append(name)
+        left = set(wanted)
+        for vector in sorted(vectors):  # the first vector (in this order) that answers a name is its IRQ
+            if not left:
+                break
             if not vector or not all("0" <= c <= "9" for c in vector):
                 continue
-            actions = set(listdir("proc/irq/" + vector) or ())
-            for name in wanted:
-                if name in actions or name.partition("@pci:")[0] in actions:
-                    numbers.setdefault(name, int(vector))
+            for action in listdir("proc/irq/" + vector) or ():
+                for name in by_action.get(action, ()):
+                    if name in left:
+                        numbers[name] = int(vector)
+                        left.discard(name)
     if all(name in listed for name in names):
         return numbers
     for line in (read("proc/interrupts") or "").splitlines()[1:]:
