@@ -145,8 +145,14 @@ def test_check_tags_site_idempotence_and_revert(tmp_path: Path) -> None:
 
     # a second site.yml changes nothing: the textfile is rewritten with its new timestamp only, not a change
     metrics = [line for line in (node / PROM).read_text().splitlines() if "_timestamp_seconds " not in line]
-    again = ok(playbook(inventory, "site.yml"))
+    before = json.loads((tmp_path / "reports" / "nodes" / "node1.json").read_text())
+    again = ok(playbook(inventory, "site.yml", "-v"))
     assert recap(again, "node1")["changed"] == 0
+    # the same findings: not sent again, the new report written around the ones the controller held (issue 28)
+    assert '"findings_known": true' in again.stdout
+    after = json.loads((tmp_path / "reports" / "nodes" / "node1.json").read_text())
+    assert after["findings"] == before["findings"] and after["checks"] == before["checks"]
+    assert after["findings_sha256"] == before["findings_sha256"] and after["run"] != before["run"]
     assert {p: d for p, d in tree_digest(node).items() if p != PROM} == {p: d for p, d in tuned.items() if p != PROM}
     assert [line for line in (node / PROM).read_text().splitlines() if "_timestamp_seconds " not in line] == metrics
 

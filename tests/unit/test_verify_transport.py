@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -185,11 +186,18 @@ def test_the_codec_round_trips_any_findings(found: list[dict[str, Any]]) -> None
     whole = result(*found)
     sent = json.loads(json.dumps(transport.compact(json.loads(json.dumps(whole)), found, "json")))
     assert isinstance(sent["findings"], str) and "findings" not in sent["report"]
+    digest = hashlib.sha256(transport.encode(found).encode("utf-8")).hexdigest()
+    assert sent[transport.FINDINGS_SHA256] == digest and transport.FINDINGS_KNOWN not in sent
     back = transport.expanded(sent)
-    assert back == whole and list(back["report"]) == list(whole["report"])
+    assert back == dict(whole, findings_sha256=digest) and list(back["report"]) == list(whole["report"])
     assert back["report"]["findings"] is back["findings"]
     assert transport.expanded(whole) is whole  # a list already: nothing to decode
     assert transport.compact(dict(whole), found, "list") == whole
+    # the findings the controller holds (their digest) are not sent again; any other digest: sent
+    held = transport.compact(json.loads(json.dumps(whole)), found, "json", known=digest)
+    assert "findings" not in held and held[transport.FINDINGS_KNOWN] is True and "findings" not in held["report"]
+    other = transport.compact(json.loads(json.dumps(whole)), found, "json", known="0" * 64)
+    assert other["findings"] == sent["findings"] and transport.FINDINGS_KNOWN not in other
 
 
 def test_the_codec_refuses_text_that_is_not_a_list_of_findings() -> None:

@@ -38,7 +38,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result import bound, full_diff, spill_path
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.lab_backend import module_for
-from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import finish_audit
+from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import finish_audit, offer_held_report
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.role_variables import (
     ALL_TAGS,
     VERIFY_TAGS,
@@ -115,6 +115,7 @@ class ActionModule(ActionBase):
             and not self._task.async_val
         if compact:
             args["verify"]["findings_format"] = "json"
+            offer_held_report(args["verify"], controller)
         module_name = module_for(self.MODULE_NAME, task_vars, self._templar)  # a lab node: nodetune.lab's
         result.update(self._execute_module(module_name=module_name, module_args=args, task_vars=task_vars))
         if self._task.async_val:  # the job's id: its result is async_status's

@@ -46,6 +46,7 @@ from ansible_collections.nodetune.instinct.plugins.plugin_utils.bounded_result i
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import (
     expand_findings,
     finish_audit,
+    offer_held_report,
     write_report,
 )
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.lab_backend import module_for
@@ -103,6 +104,7 @@ class ActionModule(ActionBase):
         compact = "findings_format" not in args and not self._task.async_val  # async_status would see the text
         if compact:
             args["findings_format"] = "json"
+            offer_held_report(args, controller)
         module_name = module_for(self.MODULE_NAME, task_vars, self._templar)  # a lab node: nodetune.lab's
         result.update(self._execute_module(module_name=module_name, module_args=args, task_vars=task_vars))
         if isinstance(result.get("diff"), dict) and not whole_diff:

@@ -147,6 +147,10 @@ options:
         type: str
         choices: [list, json]
         default: list
+      known_findings:
+        description:
+          - As the O(nodetune.instinct.verify#module:known_findings) option (the action plugin sets it).
+        type: str
 attributes:
   check_mode:
     description: Returns the planned actions and the diff; writes nothing, not even the journal or the lock.
@@ -344,7 +348,8 @@ def audit_after_apply(module, params, state, result, waivers, run_command, readi
     return audit_mod.audit(state, areas, bios, options["health"], waivers,
                            node_name=options["node_name"], textfile_path=options["textfile_path"],
                            check_mode=module.check_mode, warn=module.warn,
-                           findings_format=options["findings_format"])
+                           findings_format=options["findings_format"],
+                           known_findings=options["known_findings"])
 
 
 def keep_structure(root_path, state, rediscover):
@@ -382,6 +387,7 @@ def main():
                 textfile_path=dict(type="path"),
                 node_name=dict(type="str"),
                 findings_format=dict(type="str", choices=["list", "json"], default="list"),
+                known_findings=dict(type="str"),
                 learned_inventory=dict(type="dict"),
             )),
         ),

@@ -143,6 +143,14 @@ options:
     type: str
     choices: [list, json]
     default: list
+  known_findings:
+    description:
+      - >-
+        With O(findings_format=json): the SHA-256 of the findings the controller already holds for this node (the
+        C(findings_sha256) of its report file). Where this audit's findings have that digest they are not sent
+        again (RV(findings_known)) and the action plugin writes the new report around the findings it holds; the
+        audit itself is the same. The action plugin sets it from the node's report file; leave it unset.
+    type: str
 attributes:
   check_mode:
     description: Runs the same audit; only the Prometheus textfile is not written (RV(changed) says whether it would).
@@ -211,6 +219,16 @@ report:
   description: The per-node JSON report (schema 1) with node, root, timestamp, summary, findings, platform, notes.
   type: dict
   returned: always
+findings_sha256:
+  description: The SHA-256 of the findings' JSON text (the action plugin keeps it in the node's report file).
+  type: str
+  returned: with O(findings_format=json)
+findings_known:
+  description: >-
+    True where the findings are those of O(known_findings) and are left out of the result (the action plugin puts
+    the ones it holds back in the report file, and in RV(findings) where it keeps them).
+  type: bool
+  returned: when the findings have the digest O(known_findings)
 notes:
   description: Informational lines (areas not applicable, expired waivers).
   type: list
@@ -265,6 +283,7 @@ def main():
             fail_on_drift=dict(type="bool", default=False),
             role_variables=dict(type="bool", default=False),
             findings_format=dict(type="str", choices=["list", "json"], default="list"),
+            known_findings=dict(type="str"),
             learned_inventory=dict(type="dict"),
         ),
         supports_check_mode=True,
@@ -283,7 +302,8 @@ def main():
         result = audit_mod.audit(state, params["areas"], params["bios"], params["health"], waivers,
                                  node_name=params["node_name"], textfile_path=params["textfile_path"],
                                  check_mode=module.check_mode, warn=module.warn,
-                                 findings_format=params["findings_format"])
+                                 findings_format=params["findings_format"],
+                                 known_findings=params["known_findings"])
     except Exception as exc:  # the refusals REFUSALS names; failure() raises any other again
         module.fail_json(**failures.failure(exc, REFUSALS))
     for warning in state.context.warnings:

@@ -45,32 +45,170 @@ def decoded_findings(result):
         raise AnsibleError("nodetune returned verify findings that are not valid: %s" % exc) from None
 
 
+def held_report(path):
+    """The node's report file at ``path`` as text, and the SHA-256 of its findings (``findings_sha256``), where it
+    is one this collection wrote with that digest and its findings can be taken over verbatim; else (None, None).
+    The action plugins pass the digest to the module (``known_findings``) and keep the text for
+    :func:`finish_audit`."""
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8")
+    except (IOError, OSError, UnicodeDecodeError):
+        return None, None
+    at = text.find(_DIGEST_LINE)
+    digest = text[at + len(_DIGEST_LINE):at + len(_DIGEST_LINE) + 64] if at >= 0 else ""
+    if not _is_sha256(digest) or text[at + len(_DIGEST_LINE) + 64:at + len(_DIGEST_LINE) + 66] != '",' \
+            or _verbatim_part(text) is None:
+        return None, None
+    return text, digest
+
+
+def offer_held_report(options, controller):
+    """Where the node's report file holds findings with their digest, give the module that digest
+    (``known_findings`` in its ``options``) and keep the file's text for :func:`finish_audit`
+    (``controller["held_report"]``). A task's own ``known_findings`` is left as it is, and nothing is held for it."""
+    if not controller.get("report_file") or "known_findings" in options:
+        return
+    text, digest = held_report(controller["report_file"])
+    if digest:
+        options["known_findings"] = digest
+        controller["held_report"] = text
+
+
 def finish_audit(result, audit, controller):
     """Write the node's report on the controller, then fail the host on drift where asked (``result`` is the task
     result, ``audit`` the verify result inside it or the same dict). A host failed for drift keeps its report and
     says so with ``failed_on_drift``, so the fleet reports count it as drifted, not as a node verify could not
-    run on. Returns the audit's findings (decoded once) and the report file written, or None where none was."""
+    run on. Returns the audit's findings (decoded once; None where the module left them out as the ones the
+    controller holds, unless the host fails for drift) and the report file written, or None where none was.
+
+    ``controller["held_report"]``: the text of the node's report file whose findings' digest the module was given
+    (:func:`held_report`); where the module says they are the same (``findings_known``), the new report takes
+    them, and their ``checks``, from that text as they are."""
     report = audit.get(transport.REPORT)
     findings = decoded_findings(audit)
+    held = controller.get("held_report") if audit.get(transport.FINDINGS_KNOWN) else None
+    if audit.get(transport.FINDINGS_KNOWN) and held is None:
+        result.update(failed=True, msg="nodetune verify: the module left out the findings as the ones the "
+                                       "controller holds, and it holds none (known_findings is the action "
+                                       "plugin's to set)")
+        return None, None
     written = None
     if controller.get("report_file") and isinstance(report, dict) and not result.get("failed"):
         if findings is not None:
             report = transport.report_with(report, findings)
-        if controller.get("report_extra"):  # the run and the host's groups, for fleet reports over many runs
-            report = with_checks(dict(report, **controller["report_extra"]))
+        digest = audit.get(transport.FINDINGS_SHA256)
         try:
-            write_report(controller["report_file"], report)
+            if held is not None:
+                findings = _write_around(controller["report_file"], report, digest, held,
+                                         controller.get("report_extra"))
+            else:
+                if digest and findings is not None:
+                    report = _with_digest(report, digest)
+                if controller.get("report_extra"):  # the run and the host's groups, for fleet reports over runs
+                    report = with_checks(dict(report, **controller["report_extra"]))
+                write_report(controller["report_file"], report)
         except (IOError, OSError) as exc:
             result.update(failed=True, msg="nodetune verify: the report %s could not be written on the "
                                            "controller: %s" % (controller["report_file"], exc))
             return findings, None
+        except ValueError as exc:  # the held report's findings were to be decoded, and are not valid JSON
+            result.update(failed=True, msg=_held_invalid(controller["report_file"], exc))
+            return None, None
         written = controller["report_file"]
+    if held is not None and findings is None and controller.get("fail_on_drift") and audit.get("drift"):
+        try:  # the drift message names the first drifting findings
+            findings = json.loads(held).get(transport.FINDINGS)
+        except ValueError as exc:
+            result.update(failed=True, msg=_held_invalid(controller["report_file"], exc))
+            return None, written
     if controller.get("fail_on_drift") and audit.get("drift") and not result.get("failed"):
         ids = ((audit.get("summary") or {}).get("drift_ids")) or []
         where = " (details in %s)" % controller["report_file"] if controller.get("report_file") else ""
         result.update(failed=True, failed_on_drift=True,
                       msg="nodetune verify found drift: %s%s" % (", ".join(ids), where))
     return findings, written
+
+
+# The node's report file as write_report writes it: a line per top-level key; ``checks`` (where written) right before
+# ``findings``, whose list has a line per finding (json_text.one_per_line). No other key's value spans lines.
+_DIGEST_LINE = '\n    "%s": "' % transport.FINDINGS_SHA256
+_CHECKS_LINE = '\n    "checks": '
+_FINDINGS_LINE = '\n    "findings": '
+_LIST_END = "\n    ]"
+_HELD = "nodetune: the findings of the held report"  # stands for the held text's lines while the new one is encoded
+
+
+def _is_sha256(text):
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def _verbatim_part(text):
+    """(start, end, has_checks) of the held report's ``checks`` line (where it has one) and ``findings`` lines,
+    from the start of the first to the end of the last (no comma, no newline around); None where it has none."""
+    at = text.find(_FINDINGS_LINE)
+    if at < 0:
+        return None
+    value = at + len(_FINDINGS_LINE)
+    if text.startswith("[]", value):
+        end = value + 2
+    elif text.startswith("[\n", value):
+        end = text.find(_LIST_END, value)  # the findings' own lines never hold a newline: the first closes it
+        if end < 0:
+            return None
+        end += len(_LIST_END)
+    else:
+        return None
+    start = text.rfind("\n", 0, at) if text[at - 1:at] == "," else -1
+    has_checks = start >= 0 and text.startswith(_CHECKS_LINE, start)
+    return (start + 1 if has_checks else at + 1), end, has_checks
+
+
+def _with_digest(report, digest):
+    """The report with ``findings_sha256`` right before its findings (its head: :func:`held_report` finds it there
+    without reading on)."""
+    out = {}
+    for key, value in report.items():
+        if key == transport.FINDINGS:
+            out[transport.FINDINGS_SHA256] = digest
+        if key != transport.FINDINGS_SHA256:
+            out[key] = value
+    return out
+
+
+def _write_around(path, report, digest, held, extra):
+    """Write the node's new ``report`` (without findings) around the findings, and their checks, of the ``held``
+    text, verbatim: the same file :func:`write_report` writes from the same findings, without decoding and
+    encoding them again. Where the held text's layout does not fit this report (``checks`` in one and not the
+    other), its findings are decoded and the report written whole. Returns None, or the findings where decoded."""
+    start, end, has_checks = _verbatim_part(held)
+    document = _with_digest(transport.report_with(report, _HELD), digest)
+    if extra:
+        document = _before_findings(dict(document, **extra), "checks", _HELD)
+    text = one_per_line(document, transport.FINDINGS, indent=4, ensure_ascii=False)
+    marker = ('    "checks": "%s",\n' % _HELD if extra else "") + '    "findings": "%s"' % _HELD
+    if has_checks == bool(extra) and text.count(marker) == 1:
+        write_text(path, text.replace(marker, held[start:end]))
+        return None
+    findings = json.loads(held).get(transport.FINDINGS)
+    document[transport.FINDINGS] = findings
+    write_report(path, with_checks(document) if extra else document)
+    return findings
+
+
+def _before_findings(report, key, value):
+    out = {}
+    for name, item in report.items():
+        if name == transport.FINDINGS:
+            out[key] = value
+        if name != key:
+            out[name] = item
+    return out
+
+
+def _held_invalid(path, exc):
+    return ("nodetune verify: the report %s on the controller is not valid JSON (%s): remove it, and the next run "
+            "writes it whole" % (path, exc))
 
 
 def write_report(path, report):

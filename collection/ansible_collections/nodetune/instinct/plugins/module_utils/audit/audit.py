@@ -122,10 +122,12 @@ def _write_textfile(root: Root, path: str, text: str, check_mode: bool,
 def audit(state: Any, areas: Dict[str, Any], bios: Dict[str, Any], health: Dict[str, Any],
           waivers: List[Dict[str, Any]], node_name: Optional[str] = None, textfile_path: Optional[str] = None,
           check_mode: bool = False, warn: Callable[[str], None] = lambda message: None,
-          findings_format: str = "list") -> Dict[str, Any]:
+          findings_format: str = "list", known_findings: Optional[str] = None) -> Dict[str, Any]:
     """The verify result of a loaded NodeState (node.load): changed, drift, findings, summary, report, notes and,
     with ``textfile_path``, where the Prometheus textfile went. ``findings_format`` ``json``: the findings as one
-    JSON text and the report without them (the action plugins decode it: far cheaper for Ansible to return)."""
+    JSON text and the report without them (the action plugins decode it: far cheaper for Ansible to return), and
+    left out where their SHA-256 is ``known_findings``, that of the findings the controller holds
+    (transport.compact)."""
     findings = verify_settings(state, areas)
     # the boot loader's entries too: a kernel command line fixed there and not yet booted is pending, not drift
     findings += bios_mod.check(state.topology, state.layout, bios, boot=bootloader.configured_lines(state.root))
@@ -148,4 +150,4 @@ def audit(state: Any, areas: Dict[str, Any], bios: Dict[str, Any], health: Dict[
         result["textfile"], diff = _write_textfile(state.root, textfile_path, text, check_mode, warn)
         if diff is not None:  # the module returns it in diff mode (verify) or folds it into its own (tune)
             result.update(changed=True, diff=diff)
-    return transport.compact(result, finding_dicts, findings_format)
+    return transport.compact(result, finding_dicts, findings_format, known_findings)

@@ -10,11 +10,18 @@ values), so the modules return them as one JSON text (``findings_format: json``)
 Python API - takes them back with :func:`decode` and puts a report back together with :func:`report_with`;
 :func:`expanded` does both for a whole verify result, :func:`with_findings` puts a list in one.
 
+A rerun whose findings are those the controller already holds in the node's report file does not send them again:
+the action plugins pass the SHA-256 of the findings that file holds (``known_findings``, read by
+plugin_utils/report_files.held_report), the module always returns the SHA-256 of its own (:data:`FINDINGS_SHA256`)
+and, where they are equal, :data:`FINDINGS_KNOWN` in place of the text; the controller then writes the new report
+around the findings of the file it holds. The node still audits every value: only the transfer is spared.
+
 Standard library only: the node imports it too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 
@@ -25,6 +32,10 @@ if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never im
 FORMATS = ("list", "json")
 FINDINGS = "findings"
 REPORT = "report"
+#: the SHA-256 (hex) of the findings' JSON text (:func:`encode`), in a compact result and in the node's report file
+FINDINGS_SHA256 = "findings_sha256"
+#: true where the findings are those the controller holds (their SHA-256 is ``known_findings``): not sent again
+FINDINGS_KNOWN = "findings_known"
 
 
 class TransportError(ValueError):
@@ -36,12 +47,26 @@ def encode(findings: List[Dict[str, Any]]) -> str:
     return json.dumps(findings, separators=(",", ":"))
 
 
-def compact(result: Dict[str, Any], findings: List[Dict[str, Any]], findings_format: str) -> Dict[str, Any]:
+def digest(text: str) -> str:
+    """The SHA-256 (hex) of a findings text (:func:`encode`)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def compact(result: Dict[str, Any], findings: List[Dict[str, Any]], findings_format: str,
+            known: Optional[str] = None) -> Dict[str, Any]:
     """``result`` (a verify result whose ``report`` holds ``findings``) as the module returns it: with
-    ``findings_format`` ``json``, the findings as one JSON text and the report without them; ``list`` leaves it."""
+    ``findings_format`` ``json``, the findings as one JSON text with its SHA-256, and the report without them;
+    ``list`` leaves it. ``known``: the SHA-256 of the findings the controller holds; where this text has it, the
+    text is left out and ``findings_known`` is true."""
     if findings_format != "json":
         return result
-    result[FINDINGS] = encode(findings)
+    text = encode(findings)
+    result[FINDINGS_SHA256] = digest(text)
+    if known is not None and known == result[FINDINGS_SHA256]:
+        result.pop(FINDINGS, None)
+        result[FINDINGS_KNOWN] = True
+    else:
+        result[FINDINGS] = text
     if isinstance(result.get(REPORT), dict):
         result[REPORT] = dict((k, v) for k, v in result[REPORT].items() if k != FINDINGS)
     return result
