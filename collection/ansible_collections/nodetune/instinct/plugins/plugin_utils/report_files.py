@@ -103,8 +103,8 @@ def finish_audit(result, audit, controller):
                 findings = _write_around(controller["report_file"], report, digest, held,
                                          controller.get("report_extra"))
             else:
-                if digest and findings is not None:
-                    report = _with_digest(report, digest)
+                if digest and findings is not None:  # in the report's head: held_report finds it there
+                    report = _before_findings(report, transport.FINDINGS_SHA256, digest)
                 if controller.get("report_extra"):  # the run and the host's groups, for fleet reports over runs
                     report = with_checks(dict(report, **controller["report_extra"]))
                 write_report(controller["report_file"], report)
@@ -164,25 +164,13 @@ def _verbatim_part(text):
     return (start + 1 if has_checks else at + 1), end, has_checks
 
 
-def _with_digest(report, digest):
-    """The report with ``findings_sha256`` right before its findings (its head: :func:`held_report` finds it there
-    without reading on)."""
-    out = {}
-    for key, value in report.items():
-        if key == transport.FINDINGS:
-            out[transport.FINDINGS_SHA256] = digest
-        if key != transport.FINDINGS_SHA256:
-            out[key] = value
-    return out
-
-
 def _write_around(path, report, digest, held, extra):
     """Write the node's new ``report`` (without findings) around the findings, and their checks, of the ``held``
     text, verbatim: the same file :func:`write_report` writes from the same findings, without decoding and
     encoding them again. Where the held text's layout does not fit this report (``checks`` in one and not the
     other), its findings are decoded and the report written whole. Returns None, or the findings where decoded."""
     start, end, has_checks = _verbatim_part(held)
-    document = _with_digest(transport.report_with(report, _HELD), digest)
+    document = _before_findings(transport.report_with(report, _HELD), transport.FINDINGS_SHA256, digest)
     if extra:
         document = _before_findings(dict(document, **extra), "checks", _HELD)
     text = one_per_line(document, transport.FINDINGS, indent=4, ensure_ascii=False)
@@ -197,6 +185,7 @@ def _write_around(path, report, digest, held, extra):
 
 
 def _before_findings(report, key, value):
+    """A new report with ``key`` set to ``value`` right before its ``findings`` (in place of any it had)."""
     out = {}
     for name, item in report.items():
         if name == transport.FINDINGS:
@@ -224,13 +213,7 @@ def with_checks(report):
     findings = report.get("findings")
     if not isinstance(findings, list):
         return report
-    out = {}
-    for key, value in report.items():
-        if key == "findings":
-            out["checks"] = group_findings(findings)
-        if key != "checks":
-            out[key] = value
-    return out
+    return _before_findings(report, "checks", group_findings(findings))
 
 
 def write_text(path, text):
