@@ -203,7 +203,9 @@ drift:
   type: bool
   returned: always
 findings:
-  description: Every finding of the node.
+  description: >-
+    Every finding of the node (from the module: not with RV(findings_known); where the action plugin writes the
+    node's report file, it keeps them there and returns C(findings_file)).
   type: list
   elements: dict
   returned: always
@@ -225,8 +227,8 @@ findings_sha256:
   returned: with O(findings_format=json)
 findings_known:
   description: >-
-    True where the findings are those of O(known_findings) and are left out of the result (the action plugin puts
-    the ones it holds back in the report file, and in RV(findings) where it keeps them).
+    True where the findings are those of O(known_findings) and are left out of the result: the action plugin writes
+    the node's new report file around the findings that file holds.
   type: bool
   returned: when the findings have the digest O(known_findings)
 notes:
