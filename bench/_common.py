@@ -184,6 +184,35 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+def filesystem_type(path: Path | str) -> str:
+    """The type of the file system ``path`` is on (/proc/self/mounts, the longest mount point above it), or ""."""
+    target = os.path.realpath(path)
+    found, kind = "", ""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as handle:
+            for line in handle:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ")
+                inside = target == point or target.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(found):
+                    found, kind = point, fields[2]
+    except OSError:
+        return ""
+    return kind
+
+
+def storage_note(path: Path | str) -> str:
+    """A warning for a fleet built off tmpfs (shm_dir's fallback where /dev/shm lacks the inodes): first runs then
+    write ~1,000 files per node to a disk, and their figures do not compare with runs on tmpfs. "" on tmpfs."""
+    kind = filesystem_type(path)
+    if kind in ("tmpfs", "ramfs", ""):
+        return ""
+    return (f"; warning: the nodes are on {kind}, not tmpfs (/dev/shm lacked the inodes, or --workdir): the first "
+            f"runs' figures include disk writes and do not compare with runs on tmpfs")
+
+
 def shm_dir(prefix: str, inodes: int = 0) -> Path:
     """A fresh temporary folder, in /dev/shm where it exists and has ``inodes`` free inodes to spare (node trees
     build and copy several times faster there; a tmpfs has an inode limit - 64 lab nodes take 2.3 million - so a

@@ -398,7 +398,7 @@ def _run(sizes: list[int], rounds: int, mitogen: str, workdir: Path | None, keep
         fleet = Fleet(folder, server.host_vars() if server else None, specs)
         build = _common.timed_call(lambda: fleet.build(max(sizes)))
         print(f"fleet: {max(sizes)} simulated nodes in {folder} ({build.wall:.0f} s to build); "
-              f"{_common.load_text()}", flush=True)
+              f"{_common.load_text()}{_common.storage_note(folder)}", flush=True)
         for strategy in strategies(mitogen):
             results["strategies"][strategy] = {}
             for count in sizes:

@@ -356,7 +356,7 @@ def run(sizes: list[int], rounds: int, modes: tuple[str, ...] = PIPELINING, case
             build = _common.timed_call(lambda: fleet.build(max(sizes)))
             print(f"fleet over SSH: {max(sizes)} simulated nodes in {folder} ({build.wall:.0f} s to build), sshd on "
                   f"127.0.0.1:{server.port}, user {server.user} with sudo, ssh {'with' if COMPRESSION else 'without'} "
-                  f"-C; {_common.load_text()}", flush=True)
+                  f"-C; {_common.load_text()}{_common.storage_note(folder)}", flush=True)
             probe = SshCpu(server, group)
             for count in sizes:
                 series = measure(fleet, probe, count, rounds, modes, cases)

@@ -57,3 +57,16 @@ def test_cases_keep_ping_and_their_order() -> None:
     assert fleet_ssh.parse_cases("site (no-op),site") == ("ping", "site", "site (no-op)")
     with pytest.raises(Exception, match="not a case: verify"):
         fleet_ssh.parse_cases("verify")
+
+
+def test_a_fleet_off_tmpfs_is_named_in_the_bench_output() -> None:
+    """shm_dir falls back to the default temporary folder where /dev/shm lacks the inodes: the fleet benches then
+    say the nodes are on a disk, whose first runs do not compare with runs on tmpfs."""
+    import _common
+
+    assert _common.filesystem_type("/proc/self") == "proc"  # the longest mount point above the path
+    note = _common.storage_note("/proc/self")
+    assert "the nodes are on proc, not tmpfs" in note and "do not compare" in note
+    if _common.filesystem_type("/dev/shm") != "tmpfs":
+        pytest.skip("this machine's /dev/shm is not a tmpfs")
+    assert _common.storage_note("/dev/shm") == ""
