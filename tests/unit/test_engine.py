@@ -190,3 +190,26 @@ def test_lock_serialises_runs(node: Path) -> None:
     with engine.NodeLock(root), pytest.raises(engine.LockedError, match="another nodetune run"), \
             engine.NodeLock(root, timeout=0.2):
         pass
+
+
+def test_a_journal_is_validated_once_per_text_and_a_changed_one_again(tmp_path: Path, monkeypatch) -> None:
+    """node.load and apply read the same journal in one run: its text is validated once (plan/journal.py). A text
+    that differs from the last one that validated is validated again, and refused where it is not valid."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan import journal
+
+    checked: list[object] = []
+    validate = journal.journal_problems
+    monkeypatch.setattr(journal, "journal_problems", lambda data: checked.append(data) or validate(data))
+    path = tmp_path / journal.JOURNAL
+    path.parent.mkdir(parents=True)
+    good = dict(journal.empty_journal(), baseline={"proc/sys/vm/dirty_ratio": {"kind": "attr", "restore": "20"}})
+    path.write_text(json.dumps(good))
+    root = Root(str(tmp_path))
+    assert journal.load_journal(root) == good and journal.load_journal(root) == good
+    assert len(checked) == 1
+    path.write_text(json.dumps(dict(good, baseline={"proc/sys/vm/dirty_ratio": {"kind": "attr"}})))
+    with pytest.raises(journal.JournalError, match="has no 'restore'"):
+        journal.load_journal(root)
+    with pytest.raises(journal.JournalError, match="has no 'restore'"):  # not remembered as valid
+        journal.load_journal(root)
+    assert len(checked) == 3
