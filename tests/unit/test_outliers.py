@@ -12,9 +12,9 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.action.fleet_report import host_groups, inventory_peers
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory, node_check, outliers, report
+from ansible_collections.nodetune.instinct.plugins.plugin_utils import fleet_reports
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.support.specs import AUDIT_SPEC as SPEC
@@ -104,10 +104,17 @@ def test_the_outliers_are_a_testsuite_of_the_fleet_junit(facts: dict) -> None:
     assert outliers.add_to_junit(xml, []) == xml
 
 
-def test_the_fleet_report_action_takes_the_peers_from_the_inventory_groups() -> None:
-    groups = {"all": ["a", "b", "c"], "ungrouped": ["c"], "mi300x": ["a", "b"], "rack1": ["a"]}
-    assert host_groups(groups, ["a", "b", "c"]) == {"a": ["all", "mi300x", "rack1"], "b": ["all", "mi300x"],
-                                                     "c": ["all", "ungrouped"]}
+def test_the_fleet_report_takes_the_peers_from_the_inventory_groups() -> None:
+    groups = {"all": ["a", "b", "c"], "ungrouped": ["c"], "mi300x": ["a", "b"], "rack1": ["a"], "empty": None}
+    every = fleet_reports.groups_of_hosts(groups)
+    assert every == {"a": {"all": 3, "mi300x": 2, "rack1": 1}, "b": {"all": 3, "mi300x": 2},
+                     "c": {"all": 3, "ungrouped": 1}}
+    # the same answer as asking host by host (report_context's way), for hosts in the inventory and not
+    for host in ("a", "b", "c", "localhost"):
+        assert every.get(host, {}) == fleet_reports.host_groups(groups, host)
+    # the entries of a play's results carry them (the run_once fleet report)
+    entries = fleet_reports.play_entries([("a", {}), ("c", {}), ("z", {})], groups, {"time": 1.0})
+    assert {entry.host: entry.groups for entry in entries} == {"a": every["a"], "c": every["c"], "z": {}}
 
 
 def test_the_picture_fleet_page_has_an_outliers_table(facts: dict) -> None:
@@ -211,8 +218,9 @@ def test_a_tie_or_a_small_group_learns_nothing(facts: dict, lost_gpu: tuple) -> 
     assert outliers.learned_file_action({}, 1, 40) == "keep"  # --limit: one of a group of 40
     # the inventory's size of a host's biggest peer group, whatever the run's --limit
     inventory_groups = {"all": ["a", "b", "c", "d"], "ungrouped": ["d"], "mi300x": ["a", "b", "c"], "rack1": ["a"]}
-    assert inventory_peers(inventory_groups, ["all", "mi300x", "rack1"]) == 3
-    assert inventory_peers(inventory_groups, ["all", "ungrouped"]) == 1
+    peers = fleet_reports.groups_of_hosts(inventory_groups)
+    assert fleet_reports.inventory_peers(peers["a"]) == 3
+    assert fleet_reports.inventory_peers(peers["d"]) == 1
 
 
 def test_the_learned_finding_is_in_the_nodes_report_summary_and_junit(facts: dict, lost_gpu: tuple) -> None:

@@ -39,18 +39,6 @@ from ansible_collections.nodetune.instinct.plugins.filter.report import DEFAULT_
 from ansible_collections.nodetune.instinct.plugins.plugin_utils import fleet_reports as fleet_mod
 
 
-def host_groups(groups, hosts):
-    """Host -> the inventory groups it is in (the fleet's peer groups, outliers.py)."""
-    return dict((host, sorted(name for name, members in groups.items() if host in (members or [])))
-                for host in hosts)
-
-
-def inventory_peers(groups, names):
-    """How many hosts the biggest peer group of a host in groups ``names`` has in the whole inventory (a
-    ``--limit`` run sees fewer): its biggest own group, else the hosts in no group of their own."""
-    return fleet_mod.inventory_peers(dict((name, len(groups.get(name) or [])) for name in names))
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -103,8 +91,9 @@ class ActionModule(ActionBase):
             return result
         if sources is None:
             # a node that failed in this run: its failure, newer than its last report, for the next fleet reports
+            groups_of = fleet_mod.groups_of_hosts(groups)
             failures = dict((host, fleet_mod.failure_record(host, message, {
-                fleet_mod.RUN_KEY: run, fleet_mod.GROUPS_KEY: fleet_mod.host_groups(groups, host)}))
+                fleet_mod.RUN_KEY: run, fleet_mod.GROUPS_KEY: groups_of.get(host) or {}}))
                 for host, message in outputs.summary["failed"].items())
         try:
             files, changed = fleet_mod.write_files(dest, outputs, failures)
