@@ -167,3 +167,75 @@ def test_a_batch_dir_that_resolves_to_the_root_reads_inside_it(tree: Path) -> No
     batch = root.read_attrs_many([f"proc/irq/{n}" for n in [*range(20), 30]], ["hostname", "etc"])
     assert batch[-1] == (["node-root", None], None)
     assert root.read_attrs_many(["proc/irq/30"], ["hostname"]) == [(["node-root"], None)]
+
+
+def _devices(tree: Path, count: int) -> list[str]:
+    """``count`` PCI-like function folders under one bus folder, each with a different ``msi_irqs`` and ``driver``:
+    a plain folder of vectors, none, an empty one, a file, links inside and out of the root, a loop."""
+    bus = tree / "sys/devices/pci0000:00"
+    drivers = tree / "sys/bus/pci/drivers"
+    (drivers / "amdgpu").mkdir(parents=True)
+    (tree.parent / "outside/vectors").mkdir(parents=True)
+    (tree.parent / "outside/vectors/99").write_text("")
+    rels = []
+    for index in range(count):
+        device = bus / ("0000:00:%02x.0" % index)
+        device.mkdir(parents=True)
+        kind = index % 7
+        if kind == 0:
+            (device / "msi_irqs").mkdir()
+            for vector in (index + 100, index + 30):
+                (device / "msi_irqs" / str(vector)).write_text("msix\n")
+            os.symlink("../../../bus/pci/drivers/amdgpu", device / "driver")
+        elif kind == 1:
+            (device / "msi_irqs").mkdir()  # empty: MSI enabled, every vector freed
+        elif kind == 2:
+            (device / "msi_irqs").write_text("not a folder\n")
+            (device / "driver").write_text("not a link\n")
+        elif kind == 3:
+            os.symlink("../0000:00:00.0/msi_irqs", device / "msi_irqs")  # a link inside the root: followed there
+            os.symlink("/sys/bus/pci/drivers/amdgpu", device / "driver")
+        elif kind == 4:
+            os.symlink(str(tree.parent / "outside/vectors"), device / "msi_irqs")  # to the host: re-anchored
+            os.symlink(str(tree.parent / "outside"), device / "driver")
+        elif kind == 5:
+            os.symlink("msi_irqs", device / "msi_irqs")  # a loop
+        rels.append("sys/devices/pci0000:00/%s" % device.name)
+    rels.append("sys/devices/pci0000:00/0000:00:ff.0")  # no such function
+    return rels
+
+
+@pytest.mark.parametrize("count", [3, 40])  # a batch of few (full paths) and of many (relative to a shared fd)
+def test_batched_listings_and_links_answer_as_one_at_a_time(tree: Path, count: int) -> None:
+    rels = _devices(tree, count)
+    one_at_a_time = Root(str(tree))
+    listed = [one_at_a_time.listdir(rel + "/msi_irqs") for rel in rels]
+    drivers = [one_at_a_time.readlink_name(rel + "/driver") for rel in rels]
+    batched = Root(str(tree))
+    assert batched.listdir_many(rels, "msi_irqs") == listed
+    assert batched.readlink_names_many(rels, "driver") == drivers
+    # what the cases are: vectors sorted as names, none for a file, a loop or a missing function; the host's
+    # folder never listed; a driver's name from its link, none where it is not a link
+    assert listed[-1] == [] and drivers[-1] is None
+    if count < 7:
+        return
+    assert listed[0] == ["100", "30"] and listed[1] == [] and listed[2] == [] and listed[5] == []
+    assert listed[3] == listed[0] and "99" not in listed[4]
+    assert drivers[0] == "amdgpu" == drivers[3] and drivers[1] is None and drivers[2] is None
+    assert drivers[4] == "outside"  # the name of the link's target, as readlink_name gives it
+
+
+def test_batched_listings_of_unresolvable_folders_are_empty(tree: Path) -> None:
+    os.symlink("loop", tree / "sys/loop")
+    root = Root(str(tree))
+    assert root.listdir_many(["sys/loop/x", "sys/class"], "value") == [[], []]
+    assert root.readlink_names_many(["sys/loop/x"], "driver") == [None]
+
+
+def test_the_host_root_lists_in_batches_through_the_kernel(tree: Path) -> None:
+    rels = [str(p).lstrip("/") for p in (tree, tree / "sys", tree / "nothing")]
+    os.symlink("class", tree / "sys/link")
+    host = Root("/")
+    assert host.listdir_many(rels, "sys") == [host.listdir(rel + "/sys") for rel in rels] == [["class", "link"], [], []]
+    assert host.listdir_many([str(tree / "sys").lstrip("/")], "link") == [["value"]]  # a link: followed
+    assert host.readlink_names_many([str(tree / "sys").lstrip("/")], "link") == ["class"]

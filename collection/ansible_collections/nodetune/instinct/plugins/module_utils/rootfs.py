@@ -22,7 +22,7 @@ import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: they are postponed, so typing is never imported at run time
-    from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+    from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 _MAX_SYMLINKS = 40
 CPU_DIR = "sys/devices/system/cpu"
@@ -72,6 +72,26 @@ def _read_rest(fd: int) -> bytes:
             break
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+class _Slow(Exception):
+    """A batch's entry that needs the in-root resolution (Root._each_entry)."""
+
+
+def _listed(path: str, flags: int, dir_fd: Optional[int]) -> List[str]:
+    """Sorted entries of the directory ``path`` opened with ``flags`` (``O_NOFOLLOW``); [] where it is absent."""
+    try:
+        fd = os.open(path, flags, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return []
+    except OSError:  # a link (ELOOP), a file (ENOTDIR), unreadable: Root.listdir answers as it always has
+        raise _Slow() from None
+    try:
+        return sorted(os.listdir(fd))
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
 
 
 class NodeFileError(Exception):
@@ -524,6 +544,62 @@ class Root(object):
         except OSError:
             return -1, ""
         return fd, base + "/" if base else ""
+
+    def listdir_many(self, rel_dirs: Sequence[str], name: str) -> List[List[str]]:
+        """``listdir(rel_dir + "/" + name)`` of each directory (a PCI function's ``msi_irqs``), in one batch: each
+        entry opened with ``O_NOFOLLOW`` under its memoised directory, as :meth:`read_attrs_many` opens files; an
+        entry that is anything but a plain directory or an absent one (a link: ELOOP) is listed by :meth:`listdir`
+        itself, so the answers are the same."""
+        flags = _NOFOLLOW_DIR_FLAGS
+        return self._each_entry(rel_dirs, name, lambda path, dir_fd: _listed(path, flags, dir_fd),
+                                lambda rel: self.listdir(rel), [])
+
+    def readlink_names_many(self, rel_dirs: Sequence[str], name: str) -> List[Optional[str]]:
+        """``readlink_name(rel_dir + "/" + name)`` of each directory (a PCI function's ``driver``), in one batch."""
+        def basename_of(path: str, dir_fd: Optional[int]) -> Optional[str]:
+            try:
+                return os.readlink(path, dir_fd=dir_fd).rpartition("/")[2]
+            except OSError:  # absent (EINVAL: not a link; readlink_name gives None for both)
+                return None
+
+        return self._each_entry(rel_dirs, name, basename_of, None, None)
+
+    def _each_entry(self, rel_dirs: Sequence[str], name: str, take: Callable[[str, Optional[int]], Any],
+                    slow: Optional[Callable[[str], Any]], unresolved: Any) -> List[Any]:
+        """``take(path, dir_fd)`` of ``name`` under each resolved directory, relative to the batch's base directory
+        where there is one (:meth:`_batch_base`); ``unresolved`` for a directory that cannot be resolved inside the
+        root. ``take`` raises :class:`_Slow` where the entry needs the in-root resolution: ``slow(rel)`` answers."""
+        inner_dirs: List[Optional[str]] = []
+        if self.is_host:  # '/': the kernel resolves every path, nothing can escape
+            inner_dirs = [rel_dir.strip("/") for rel_dir in rel_dirs]
+            base_fd, base_prefix = -1, ""
+        else:
+            for rel_dir in rel_dirs:
+                try:
+                    inner_dirs.append(self._dir(rel_dir))
+                except PathEscapeError:
+                    inner_dirs.append(None)
+            base_fd, base_prefix = self._batch_base(inner_dirs, 1)
+        prefix_at = len(base_prefix)
+        root_prefix = self.path.rstrip("/") + "/"
+        found: List[Any] = []
+        try:
+            for rel_dir, inner_dir in zip(rel_dirs, inner_dirs):
+                if inner_dir is None:
+                    found.append(unresolved)
+                    continue
+                if base_fd >= 0:
+                    path, dir_fd = ((inner_dir + "/")[prefix_at:] if inner_dir else "") + name, base_fd
+                else:
+                    path, dir_fd = root_prefix + (inner_dir + "/" if inner_dir else "") + name, None
+                try:
+                    found.append(take(path, dir_fd))
+                except _Slow:
+                    found.append(slow(rel_dir.rstrip("/") + "/" + name) if slow is not None else unresolved)
+        finally:
+            if base_fd >= 0:
+                os.close(base_fd)
+        return found
 
     def read_strict(self, rel: str) -> str:
         """Text of a file; raises a typed :class:`NodeFileError` when it cannot be read."""

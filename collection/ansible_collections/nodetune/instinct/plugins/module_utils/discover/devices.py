@@ -231,7 +231,7 @@ def _bus_entries(root: Root) -> List[List[Any]]:
 def _bindings(root: Root, reals: List[str]) -> List[List[Optional[str]]]:
     """``[driver, numa_node text]`` of each function, read afresh (a driver link exists while it is bound)."""
     nodes = root.read_attrs_many(reals, ("numa_node",))
-    return [[root.readlink_name(real + "/driver"), texts[0]] for real, (texts, _mode) in zip(reals, nodes)]
+    return [[driver, texts[0]] for driver, (texts, _mode) in zip(root.readlink_names_many(reals, "driver"), nodes)]
 
 
 def _pci_structure(root: Root) -> Tuple[Dict[str, Any], List[Dict[str, Optional[str]]]]:
@@ -292,6 +292,7 @@ def _pci_values(root: Root, columns: Dict[str, Any], bound: List[List[Optional[s
     flagged = [index for index, has in enumerate(columns["aspm_flags"]) if has]
     flags = dict(zip(flagged, root.read_attrs_many([reals[index] + "/link" for index in flagged],
                                                    ("l0s_aspm", "l1_aspm"))))
+    vectors = root.listdir_many(reals, "msi_irqs")
     devices: List[Dict[str, Any]] = []
     dirs: Dict[str, str] = {}
     for index, bdf in enumerate(columns["bdfs"]):
@@ -314,7 +315,7 @@ def _pci_values(root: Root, columns: Dict[str, Any], bound: List[List[Optional[s
             "local_cpus": columns["local_cpus"][index],
             "link": _link(texts),
             "aspm": aspm,
-            "msi_irqs": sorted(int(n) for n in root.listdir(real + "/msi_irqs") if n.isdigit()),
+            "msi_irqs": sorted(int(n) for n in vectors[index] if n.isdigit()),
             "bars_above_4g": columns["bars_above_4g"][index],
             "bar_bytes_max": columns["bar_bytes_max"][index],
         })
