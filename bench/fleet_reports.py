@@ -16,6 +16,10 @@ holds). The writers timed, as the controller runs them:
   ``nodetune.instinct.fleet_report`` writes), both written to files;
 - ``prometheus``: every node's textfile, summed over the fleet: each node writes its own, on its own CPU, so this
   is reported but not counted as controller time;
+- ``play``: the run_once ``nodetune.instinct.fleet_report`` of a play, as the action runs it: the results as
+  entries with each host's inventory groups (all, mi300x, a group per rack of 40; ``fleet_reports.play_entries``),
+  every output built and written, a failure record per failed node; beside it, each host's groups found in one pass
+  over the groups and host by host (as play_entries did before: hosts x memberships);
 - ``picture``: the ``nodetune picture`` fleet page from the nodes' grouped findings, all nodes sharing the
   lab MI300X layout;
 - ``from files`` (issue 28): the same fleet's per-node report files, as the controller writes them
@@ -127,6 +131,15 @@ SLICES = 4
 RACK = 40  # nodes per rack group
 
 
+def inventory_groups(hosts: list[str]) -> dict[str, list[str]]:
+    """The ``groups`` magic variable of the fleet's inventory: all, ungrouped (empty), mi300x and a group per rack
+    of RACK hosts."""
+    groups = {"all": list(hosts), "ungrouped": [], "mi300x": list(hosts)}
+    for start in range(0, len(hosts), RACK):
+        groups[f"rack{start // RACK:04d}"] = hosts[start:start + RACK]
+    return groups
+
+
 def write_report_files(nodes: int, folder: Path, facts: dict[str, Any]) -> list[str]:
     """The fleet's report files in SLICES slice folders, as the tune/verify actions and the slices' fleet reports
     write them (report_files.write_report, plugin_utils/fleet_reports.failure_record); returns the folders. The text
@@ -187,6 +200,7 @@ def files_child(nodes: int, sources: list[str]) -> dict[str, Any]:
 def child(nodes: int, layout_file: str) -> dict[str, Any]:
     """One fleet size, in this process: seconds per writer and the peak resident memory."""
     from ansible_collections.nodetune.instinct.plugins.module_utils.audit import report
+    from ansible_collections.nodetune.instinct.plugins.plugin_utils import fleet_reports
 
     from nodetune import picture
 
@@ -222,6 +236,30 @@ def child(nodes: int, layout_file: str) -> dict[str, Any]:
                 text = report.prometheus_text(result["findings"], timestamp=1767225600.0)
                 series = max(series, sum(1 for line in text.splitlines() if line and not line.startswith("#")))
         timed("prometheus", started)
+
+        # The run_once fleet_report of a play (the action's path): the results as entries with each host's
+        # inventory groups, every output built and written, the failed nodes' records.
+        groups = inventory_groups(results.hosts)
+        started = now()
+        run = {"id": "bench:1:1767225000", "controller": "bench", "started": 1767225000.0, "time": 1767225600.0}
+        play_dir = os.path.join(out, "play")
+        outputs = fleet_reports.build(fleet_reports.play_entries(((host, results[host]) for host in results.hosts),
+                                                                 groups, run, play_dir))
+        fleet_reports.write_files(play_dir, outputs, fleet_reports.play_failures(outputs.summary["failed"], groups,
+                                                                                 run))
+        timed("play", started)
+        del outputs
+        # Each host's inventory groups, side by side: in one pass over the groups (play_entries), and host by host
+        # through every group (what play_entries did before, and report_context does for the one host it has)
+        started = now()
+        one_pass = fleet_reports.groups_of_hosts(groups)
+        timed("groups in one pass", started)
+        started = now()
+        host_by_host = {host: fleet_reports.host_groups(groups, host) for host in results.hosts}
+        timed("groups host by host", started)
+        if one_pass != host_by_host:
+            raise SystemExit("groups_of_hosts and host_groups disagree")
+        del one_pass, host_by_host
 
         started = now()
         records = [picture.NodeDrift(d["host"], "failed" if d["outcome"] != "ok" else
@@ -262,6 +300,12 @@ def run(sizes: list[int], ratio_lines: list[str]) -> dict[str, Any]:
                        f"(target < 60 s and 2 GiB at 10,000 nodes): {'OK' if ok else 'OVER'}")
     ratio_lines.append(f"ratio fleet reports growth: CPU time per node x{growth:.2f} from {first['nodes']} to "
                        f"{last['nodes']} nodes (target <= 1.5, linear): {'OK' if growth <= 1.5 else 'OVER'}")
+    cpu = last["cpu_seconds"]
+    ratio_lines.append(f"ratio fleet report of a play N={last['nodes']}: {cpu['play']:.1f} s CPU (the run_once "
+                       f"fleet_report: the results with their inventory groups, every output built and written); "
+                       f"each host's inventory groups in one pass {cpu['groups in one pass'] * 1e3:.0f} ms, host "
+                       f"by host {cpu['groups host by host']:.2f} s: x"
+                       f"{_common.ratio(cpu['groups host by host'], cpu['groups in one pass']):.0f} (informational)")
     files = from_files[-1]
     budget = TARGET_S * files["nodes"] / 10000
     ok = files["cpu_seconds"] < budget and files["peak_rss_bytes"] < TARGET_BYTES

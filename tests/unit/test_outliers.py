@@ -115,6 +115,10 @@ def test_the_fleet_report_takes_the_peers_from_the_inventory_groups() -> None:
     # the entries of a play's results carry them (the run_once fleet report)
     entries = fleet_reports.play_entries([("a", {}), ("c", {}), ("z", {})], groups, {"time": 1.0})
     assert {entry.host: entry.groups for entry in entries} == {"a": every["a"], "c": every["c"], "z": {}}
+    # and so do the records of the nodes that failed in the play
+    records = fleet_reports.play_failures({"c": "unreachable", "z": "failed"}, groups, {"time": 2.0})
+    assert {host: (record["groups"], record["message"]) for host, record in records.items()} == {
+        "c": (every["c"], "unreachable"), "z": ({}, "failed")}
 
 
 def test_the_picture_fleet_page_has_an_outliers_table(facts: dict) -> None:

@@ -179,7 +179,7 @@ def _devices(tree: Path, count: int) -> list[str]:
     (tree.parent / "outside/vectors/99").write_text("")
     rels = []
     for index in range(count):
-        device = bus / ("0000:00:%02x.0" % index)
+        device = bus / f"0000:00:{index:02x}.0"
         device.mkdir(parents=True)
         kind = index % 7
         if kind == 0:
@@ -200,7 +200,7 @@ def _devices(tree: Path, count: int) -> list[str]:
             os.symlink(str(tree.parent / "outside"), device / "driver")
         elif kind == 5:
             os.symlink("msi_irqs", device / "msi_irqs")  # a loop
-        rels.append("sys/devices/pci0000:00/%s" % device.name)
+        rels.append(f"sys/devices/pci0000:00/{device.name}")
     rels.append("sys/devices/pci0000:00/0000:00:ff.0")  # no such function
     return rels
 

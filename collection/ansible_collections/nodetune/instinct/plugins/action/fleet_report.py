@@ -91,10 +91,7 @@ class ActionModule(ActionBase):
             return result
         if sources is None:
             # a node that failed in this run: its failure, newer than its last report, for the next fleet reports
-            groups_of = fleet_mod.groups_of_hosts(groups)
-            failures = dict((host, fleet_mod.failure_record(host, message, {
-                fleet_mod.RUN_KEY: run, fleet_mod.GROUPS_KEY: groups_of.get(host) or {}}))
-                for host, message in outputs.summary["failed"].items())
+            failures = fleet_mod.play_failures(outputs.summary["failed"], groups, run)
         try:
             files, changed = fleet_mod.write_files(dest, outputs, failures)
         except (IOError, OSError) as exc:

@@ -129,6 +129,14 @@ def failure_record(host: str, message: str, context: Dict[str, Any]) -> Dict[str
             GROUPS_KEY: context.get(GROUPS_KEY) or {}}
 
 
+def play_failures(failed: Dict[str, str], groups: Dict[str, Any], run: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """:func:`failure_record` of each node that failed in this play (``{host: message}``, the summary's
+    ``failed``), with its inventory groups."""
+    groups_of = groups_of_hosts(groups) if failed else {}
+    return dict((host, failure_record(host, message, {RUN_KEY: run, GROUPS_KEY: groups_of.get(host) or {}}))
+                for host, message in failed.items())
+
+
 def _iso(when: Optional[float]) -> str:
     if not isinstance(when, (int, float)):
         return ""
