@@ -18,16 +18,21 @@ from typing import Any
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import verify as verify_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover import irq as irq_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover import structure
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import (
     interrupt_rows,
+    interrupt_tails,
     numbered_tails,
     read_affinities,
+    read_interrupts,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import layout as layout_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node as node_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support.lab_vars import AREAS
 from tests.support.specs import LAB_SPECS
@@ -280,6 +285,65 @@ def test_the_lab_nodes_rows_are_kept_as_interrupt_rows_reads_them(tuned: Path) -
     assert "irqs" in store.hits
     assert [(i["irq"], i["chip"], i["hwirq"], i["name"]) for i in topology["irqs"]] == sorted(
         (r["irq"], r["chip"], r["hwirq"], r["name"]) for r in rows)
+
+
+# Lines a generated /proc/interrupts is made of: the kernel's, and what it never prints.
+_LINES = st.sampled_from([
+    ROW, ROW.replace(b"  24:", b" 125:"), ROW.replace(b"comp0", b"comp17"), OTHERS, b"  24:          5\n",
+    b"no colon here\n", b"\n", b"  26:1234567890123456789012  IR-PCI-MSIX    0-edge      x\n", b"ERR: 0\n",
+    b"  27:          0          0  IO-APIC    9-fasteoi   acpi", "  28: \u00ef\n".encode(), b"  29:\r\n"])
+
+
+def _tails_read_in_pieces(tmp_path: Path, data: bytes, chunk: int, monkeypatch: pytest.MonkeyPatch) -> tuple:
+    (tmp_path / "proc").mkdir(exist_ok=True)
+    (tmp_path / "proc/interrupts").write_bytes(data)
+    monkeypatch.setattr(irq_mod, "_TAILS_CHUNK", chunk)
+    return interrupt_tails(Root(str(tmp_path)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(header=st.sampled_from([HEADER, b"CPU0\n", b"  CPU0 CPU1 CPU2", b"garbage\n", b""]),
+       lines=st.lists(_LINES, max_size=8), chunk=st.sampled_from([1, 3, 16, 64, 1 << 18]))
+def test_the_tails_read_in_pieces_are_those_of_the_whole_file(tmp_path_factory: pytest.TempPathFactory,
+                                                               header: bytes, lines: list, chunk: int) -> None:
+    """interrupt_tails (the module's read: one buffer, a piece at a time) gives numbered_tails of the whole file,
+    whatever the file holds and wherever its lines fall across the pieces (a buffer of 1 byte grows)."""
+    data = header + b"".join(lines)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        assert _tails_read_in_pieces(tmp_path_factory.mktemp("node"), data, chunk, monkeypatch) == (
+            True, numbered_tails(data))
+
+
+def test_the_lab_nodes_tails_read_in_pieces_are_those_of_the_whole_file(tuned: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Root(str(tuned))
+    whole = numbered_tails(read_interrupts(root))
+    assert whole and whole.count("\n") > 100
+    for chunk in (4096, 1 << 18):
+        monkeypatch.setattr(irq_mod, "_TAILS_CHUNK", chunk)
+        assert interrupt_tails(root) == (True, whole)
+    assert interrupt_tails(Root(str(tuned / "sys"))) == (False, None)  # no proc/interrupts there
+
+
+def test_a_no_op_discovery_reads_the_rows_tails_not_the_whole_file(tuned: Path, node: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the structure store, the modules' discovery takes the IRQ rows from their tails: /proc/interrupts is not
+    read whole (a 4.8 MB bytes object at 384 CPUs); where the rows are new it is, and they are learned."""
+    whole_reads: list = []
+    monkeypatch.setattr(irq_mod, "read_interrupts", lambda root: whole_reads.append(root) or read_interrupts(root))
+    store = structure.StructureStore(str(tuned))  # read only: the tuned node's kept structure
+    lean = discover(str(tuned), irq_counts=False, structure=store, values=False)
+    assert "irqs" in store.hits and whole_reads == []
+    assert lean == discover(str(tuned), irq_counts=False, values=False) and len(whole_reads) == 1  # no store: whole
+    interrupts = node / "proc/interrupts"
+    interrupts.write_bytes(interrupts.read_bytes().replace(b"mlx5_comp0@", b"mlx5_comp9@", 1))
+    store = structure.StructureStore(str(node), writable=True)
+    changed = discover(str(node), irq_counts=False, structure=store, values=False)
+    assert "irqs" not in store.hits and len(whole_reads) == 2 and store.save()
+    assert any(irq["name"].startswith("mlx5_comp9@") for irq in changed["irqs"])
+    store = structure.StructureStore(str(node))
+    assert discover(str(node), irq_counts=False, structure=store, values=False) == changed
+    assert "irqs" in store.hits and len(whole_reads) == 2  # learned: the tails again, the file not read whole
 
 
 # ------------------------------------------------------------------------------------------------ a Setting read once

@@ -11,6 +11,7 @@ fold both into the chip), then the action names joined by ", ". Rows with 1,152 
 
 from __future__ import annotations
 
+import io
 import os
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.cpu import (
@@ -130,51 +131,117 @@ def numbered_tails(data: bytes, checked: bool = False) -> Optional[str]:
     store keeps (:func:`read_irqs`). show_interrupts() prints every count as `` %10u`` of an unsigned int (kernel/irq/
     proc.c: never wider), so the text after them starts at the same column in every numbered row. None where the file
     is not plain ASCII with a ``CPUn`` header; a row that is not what the kernel prints gives another text than the
-    kept one, never the same. ``checked``: None unless every numbered row has its count columns where they belong
-    (what a store keeps is learned from such rows only)."""
+    kept one, never the same. ``checked``: None unless every row has a colon and every numbered row its count columns
+    where they belong (what a store keeps is learned from such rows only). :func:`interrupt_tails` gives the same
+    text from the file, read a piece at a time."""
     if not data or not data.isascii() or b"\r" in data:
         return None
     end = data.find(b"\n")
     if end < 0:
         return None
-    header = data[:end].split()
-    if not header or not all(word.startswith(b"CPU") and word[3:].isdigit() for word in header):
+    span = _header_span(data[:end])
+    out: List[bytes] = []
+    if span is None or not _row_tails(data, end + 1, len(data), span, out, checked):
         return None
-    span = _COLUMN * len(header)
-    out = []
-    size, find = len(data), data.find
-    start = end + 1
-    while start < size:
-        colon = find(b":", start)
-        if colon < 0:
-            break
-        if checked and not _fixed_row(data, start, colon, span):
-            return None
-        if not data[start:colon].strip().isdigit():  # NMI, LOC, ERR...: not IRQs
-            end = find(b"\n", colon)
-        else:
-            counts_at = colon + 1
-            end = find(b"\n", counts_at + span)
-            out.append(data[start:counts_at] + data[counts_at + span:end if end >= 0 else size])
-        if end < 0:
-            break
-        start = end + 1
     return b"\n".join(out).decode("ascii")
 
 
-def _fixed_row(data: bytes, start: int, colon: int, span: int) -> bool:
-    """Whether the row at ``start`` has its colon on its own line and, if numbered, a count column per CPU (a space
-    at the start or end of each 11 characters, whichever side the kernel pads)."""
-    line_end = data.find(b"\n", start)
-    if line_end < 0:
-        line_end = len(data)
-    if colon > line_end:
-        return False
-    if not data[start:colon].strip().isdigit():
-        return True
-    counts_at = colon + 1
+def _header_span(header: bytes) -> Optional[int]:
+    """The width of the count columns a ``CPU0 CPU1 ...`` header announces; None for any other first line."""
+    words = header.split()
+    if not words or not all(word.startswith(b"CPU") and word[3:].isdigit() for word in words):
+        return None
+    return _COLUMN * len(words)
+
+
+def _row_tails(data: Any, start: int, size: int, span: int, out: List[Any], checked: bool) -> bool:
+    """Append the tail of each numbered row of ``data[start:size]`` (whole lines; the last one may end at ``size``)
+    to ``out`` as :func:`numbered_tails` gives them (a row without a colon is no row, as interrupt_rows reads it; a
+    numbered row too short for its count columns is kept whole); False where ``checked`` and a row is not one the
+    kernel prints."""
+    find = data.find
+    while start < size:
+        line_end = find(b"\n", start, size)
+        if line_end < 0:
+            line_end = size
+        colon = find(b":", start, line_end)
+        if colon < 0:
+            if checked:
+                return False
+        elif data[start:colon].strip().isdigit():  # not NMI, LOC, ERR...: an IRQ
+            counts_at = colon + 1
+            if checked and not _fixed_row(data, counts_at, line_end, span):
+                return False
+            if line_end - counts_at >= span:
+                out.append(data[start:counts_at] + data[counts_at + span:line_end])
+            else:
+                out.append(data[start:line_end])
+        start = line_end + 1
+    return True
+
+
+def _fixed_row(data: Any, counts_at: int, line_end: int, span: int) -> bool:
+    """Whether a numbered row has a count column per CPU from ``counts_at`` (a space at the start or end of each 11
+    characters, whichever side the kernel pads) before its end."""
     return line_end - counts_at >= span and (not data[counts_at:counts_at + span:_COLUMN].strip()
                                              or not data[counts_at + _COLUMN - 1:counts_at + span:_COLUMN].strip())
+
+
+_TAILS_CHUNK = 1 << 18  # the buffer interrupt_tails reads into (doubled for a longer line)
+
+
+def interrupt_tails(root: Root) -> Tuple[bool, Optional[str]]:
+    """``(readable, numbered_tails(read_interrupts(root)))`` without holding the whole file: it is read into one
+    buffer, a piece at a time, and only the rows' tails are kept. At 384 CPUs the file is 4.8 MB, at 1,152 CPUs 14 MB,
+    almost all of it count columns; a new process that reads it whole first has the kernel fill that many fresh pages
+    (docs/benchmarks.md). ``readable`` is False where the file cannot be read (as read_interrupts gives None)."""
+    try:
+        fd = os.open(root.real(INTERRUPTS), _READ_FLAGS)
+    except (OSError, ValueError, NodeFileError):
+        return False, None
+    try:
+        return True, _streamed_tails(io.FileIO(fd, "r", closefd=False))
+    except OSError:
+        return False, None
+    finally:
+        os.close(fd)
+
+
+def _streamed_tails(reader: Any) -> Optional[str]:
+    """:func:`numbered_tails` of what ``reader`` (``readinto``) gives, whole lines at a time in one buffer. The
+    buffer holds only file bytes already checked or zeros, so checking all of it is checking what was read."""
+    buf = bytearray(_TAILS_CHUNK)
+    filled = 0  # the front of buf: the start of a line not ended yet
+    span: Optional[int] = None
+    out: List[Any] = []
+    while True:
+        if filled == len(buf):  # a line longer than the buffer
+            buf.extend(bytes(len(buf)))
+        with memoryview(buf) as view:
+            count = reader.readinto(view[filled:])
+        if not count:
+            break
+        end = filled + count
+        if buf.find(b"\r", filled, end) >= 0 or not buf.isascii():
+            return None
+        last = buf.rfind(b"\n", 0, end)
+        if last < 0:
+            filled = end
+            continue
+        start = 0
+        if span is None:
+            header_end = buf.find(b"\n", 0, end)
+            span = _header_span(bytes(buf[:header_end]))
+            if span is None:
+                return None
+            start = header_end + 1
+        _row_tails(buf, start, last, span, out, False)
+        buf[:end - last - 1] = buf[last + 1:end]
+        filled = end - last - 1
+    if span is None:  # empty, or no line ended
+        return None
+    _row_tails(buf, 0, filled, span, out, False)
+    return b"\n".join(out).decode("ascii")
 
 
 def interrupt_rows(data: bytes, counts: bool = True) -> List[Dict[str, Any]]:
@@ -382,15 +449,24 @@ def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str]
     return``), its affinity files without a write bit where irq_can_set_affinity_usr() says no (a managed IRQ, 6.12+).
     A number freed and allocated again for another device comes back with another hardware IRQ (x86 PCI-MSI puts the
     requester id in it, pci_msi_domain_calc_hwirq) or chip, and for the same device with its node and flags again."""
-    data = read_interrupts(root)
-    if data is None:
-        return None
-    evidence = numbered_tails(data) if store is not None else None
+    data: Optional[bytes] = None
+    evidence: Optional[str] = None
+    if store is not None and not counts:  # the rows' tails alone: the file is read whole only where they are new
+        readable, evidence = interrupt_tails(root)
+        if not readable:
+            return None
+    elif store is not None:
+        data = read_interrupts(root)
+        evidence = numbered_tails(data) if data is not None else None
     known = store.known("irqs", evidence, _valid_irqs) if evidence is not None else None
     if known is not None and not counts:
         numbered = [{"irq": irq, "chip": chip, "hwirq": hwirq, "name": name, "counts_total": None}
                     for irq, chip, hwirq, name in zip(known["irq"], known["chip"], known["hwirq"], known["name"])]
     else:
+        if data is None:
+            data = read_interrupts(root)
+        if data is None:
+            return None
         try:
             rows = interrupt_rows(data, counts)
         except ParseError as exc:
@@ -464,7 +540,8 @@ def read_irqs(root: Root, pci_devices: List[Dict[str, Any]], gpu_bdfs: List[str]
             "managed": managed,
             "kind": kind,
         })
-    if known is None and evidence is not None and numbered_tails(data, checked=True) == evidence:
+    # learned from rows read whole and checked; where the rows changed between the two reads, nothing is learned
+    if known is None and evidence is not None and data is not None and numbered_tails(data, checked=True) == evidence:
         kept: Dict[str, List[Any]] = {key: [row[key] for row in numbered] for key in _ROW_KEYS}
         store.learn("irqs", evidence, dict(kept, nodes=nodes, modes=modes))
     irqs.sort(key=lambda r: r["irq"])
