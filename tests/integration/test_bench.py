@@ -48,16 +48,20 @@ def test_quick_run_prints_every_ratio_line(tmp_path: Path) -> None:
         rf"ratio fleet\[stock\] N=1 site \(no-op\): {NUMBER}x ping wall, {NUMBER}x ping CPU \(target <= 1.5x\): "
         rf"{VERDICT}",
         rf"ratio discovery share of a no-op run, lab mi300x: {NUMBER}% of the tune module's process CPU \({NUMBER} of "
-        rf"{NUMBER} ms, then {NUMBER} ms for the IRQ affinities the Layout and verify read; target < 5%\): {VERDICT}",
+        rf"{NUMBER} ms, less {NUMBER} ms importing the lab's simulator, then {NUMBER} ms for the IRQ affinities the "
+        rf"Layout and verify read; target < 5%\): {VERDICT}",
         rf"ratio discovery share of a no-op run, synthetic 1152 CPUs: {NUMBER}% of the tune module's process CPU "
-        rf"\({NUMBER} of {NUMBER} ms, then {NUMBER} ms for the IRQ affinities the Layout and verify read; "
-        rf"target < 5%\): {VERDICT}",
+        rf"\({NUMBER} of {NUMBER} ms, less {NUMBER} ms importing the lab's simulator, then {NUMBER} ms for the IRQ "
+        rf"affinities the Layout and verify read; target < 5%\): {VERDICT}",
         rf"ratio planner: largest plan\(\) {NUMBER} ms CPU median \(1152 CPUs, \d+ IRQs; target < 50 ms\): {VERDICT}",
         rf"ratio planner growth: time per CPU \+ IRQ x{NUMBER} from 64 to 1152 CPUs .*: {VERDICT}",
         rf"ratio fleet reports N=1000: {NUMBER} s CPU \({NUMBER} s wall\), {NUMBER} MiB peak \(target < 60 s and "
         rf"2 GiB at 10,000 nodes\): {VERDICT}",
         rf"ratio fleet reports growth: CPU time per node x{NUMBER} from 100 to 1000 nodes \(target <= 1.5, "
         rf"linear\): {VERDICT}",
+        rf"ratio fleet report of a play N=1000: {NUMBER} s CPU \(the run_once fleet_report: the results with their "
+        rf"inventory groups, every output built and written\); each host's inventory groups in one pass {NUMBER} ms, "
+        rf"host by host {NUMBER} s(?: \(x{NUMBER}\))? \(informational\)",
         rf"ratio fleet reports from files N=1000: {NUMBER} s CPU \({NUMBER} s wall\), {NUMBER} MiB peak; from the "
         rf"results {NUMBER} s CPU \(target < 60 s and 2 GiB at 10,000 nodes\): {VERDICT}",
     ]

@@ -65,3 +65,24 @@ def test_host_discovery_is_repeatable(host: dict) -> None:
     again = discover("/")
     for key in ("cpus", "numa_nodes", "pci_devices", "gpus", "nics", "block_devices", "kernel", "absent"):
         assert again[key] == host[key], key
+
+
+@pytest.mark.parametrize("chunk", [1 << 18, 64, 1])
+def test_host_interrupts_read_in_pieces_give_the_rows_of_a_whole_read(host: dict, chunk: int,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel makes /proc/interrupts as it is read (seq_file: a read stops at a row's end where the next row does
+    not fit): the tails read into a small buffer, grown from one byte, are those of the whole file."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.discover import irq
+    from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
+
+    monkeypatch.setattr(irq, "_TAILS_CHUNK", chunk)
+    root = Root("/")
+    for _attempt in range(3):  # an IRQ can come or go between the reads
+        readable, tails = irq.interrupt_tails(root)
+        data = irq.read_interrupts(root)
+        whole = irq.numbered_tails(data)
+        numbers = [int(m.group(1)) for m in re.finditer(rb"^\s*(\d+):", data or b"", re.M)]
+        if tails == whole:
+            break
+    assert readable and whole is not None and tails == whole
+    assert [int(line.partition(":")[0]) for line in tails.splitlines()] == numbers
