@@ -552,7 +552,7 @@ class Root(object):
         itself, so the answers are the same."""
         flags = _NOFOLLOW_DIR_FLAGS
         return self._each_entry(rel_dirs, name, lambda path, dir_fd: _listed(path, flags, dir_fd),
-                                lambda rel: self.listdir(rel), [])
+                                self.listdir, [])
 
     def readlink_names_many(self, rel_dirs: Sequence[str], name: str) -> List[Optional[str]]:
         """``readlink_name(rel_dir + "/" + name)`` of each directory (a PCI function's ``driver``), in one batch."""
