@@ -180,8 +180,9 @@ def other_cpufreq_driver(root: Path) -> None:
 
 
 def reboot_with_other_cores(root: Path) -> None:
-    """A reboot (a new boot_id) after which the firmware numbers the cores otherwise."""
-    (root / "proc/sys/kernel/random/boot_id").write_text("6f1c2d3e-0000-4000-8000-000000000002\n")
+    """A reboot (the simulated node's, with a new boot_id as the kernel draws at every boot) after which the
+    firmware numbers the cores otherwise."""
+    simnode.reboot(str(root))
     (root / CPU / "cpu0/topology/core_id").write_text("7\n")
 
 
@@ -198,12 +199,22 @@ CHANGES: dict[str, tuple[Callable[[Path], None], set[str]]] = {
 }
 
 
+def test_a_simulated_reboot_alone_discards_every_kept_section(node: Path) -> None:
+    """Nothing but a reboot of the lab node: its new boot_id makes every section read afresh (the kernel's boot_id
+    changes at every boot, drivers/char/random.c; the lab's nodes had none before, so a reboot kept them all)."""
+    before = keep(node)
+    boot_id = (node / structure.BOOT_ID).read_text()
+    simnode.reboot(str(node))
+    assert (node / structure.BOOT_ID).read_text() != boot_id
+    with_cache, hits = from_store(node)
+    assert hits == [] and with_cache == fresh(node)
+    assert before["cpus"] == with_cache["cpus"]  # the same machine, read again
+
+
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_a_change_that_invalidates_gives_the_same_topology_as_without_the_cache(node: Path, simulated_kernel: Any,
                                                                                 change: str) -> None:
-    boot_id = node / "proc/sys/kernel/random/boot_id"
-    boot_id.parent.mkdir(parents=True, exist_ok=True)
-    boot_id.write_text("6f1c2d3e-0000-4000-8000-000000000001\n")
+    assert (node / structure.BOOT_ID).is_file()  # the simulated kernel has one, as every kernel does
     before = keep(node)
     act, invalidated = CHANGES[change]
     act(node)  # (the CPU's offlining through the simulated kernel)

@@ -50,7 +50,9 @@ options:
         back to its boot value; C(etc/), C(usr/) and C(var/) are kept and act as at a real boot (C(etc/sysctl.d) values
         are applied, C(ATTR{}) assignments of C(etc/udev/rules.d) rules for NVMe block devices too, C(options nvme) in
         C(etc/modprobe.d) sets the NVMe queue count and depth, irqbalance runs again if it is enabled).
-        C(changed) is true when any runtime file differed from its boot value.
+        Each reboot draws a new C(proc/sys/kernel/random/boot_id), as the kernel does at every boot (so the node's
+        kept topology structure is read afresh); C(changed) is true when any other runtime file differed from its boot
+        value.
       - V(absent) deletes the tree (only a tree with the marker file).
     type: str
     choices: [present, rebooted, absent]

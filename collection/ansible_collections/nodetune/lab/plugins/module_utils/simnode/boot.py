@@ -28,12 +28,14 @@ from ansible_collections.nodetune.lab.plugins.module_utils.simnode.emit_devices 
     compute_partitions,
 )
 from ansible_collections.nodetune.lab.plugins.module_utils.simnode.emit_system import (
+    BOOT_ID,
     _emit_cpus,
     _emit_irqs,
     _emit_misc_sys,
     _emit_nodes,
     _emit_proc,
     _emit_run,
+    next_boot_id,
 )
 from ansible_collections.nodetune.lab.plugins.module_utils.simnode.machine import _Machine
 from ansible_collections.nodetune.lab.plugins.module_utils.simnode.marker import (
@@ -72,6 +74,8 @@ def _generate(spec: Dict[str, Any], boot: Dict[str, Any]) -> Tuple[_Tree, _Machi
 def _read_boot_state(dest: str) -> Dict[str, Any]:
     """What the persistent files under ``dest`` make the next boot do (modprobe options, irqbalance, ...)."""
     state: Dict[str, Any] = {"notes": []}
+    # the boot this tree is at: the next one's boot_id follows from it (reboot), and a model of this boot has it
+    state["boot_id"] = (_read_text_or_none(os.path.join(dest, BOOT_ID)) or "").strip() or None
     state["irqbalance_running"] = os.path.lexists(
         os.path.join(dest, "etc/systemd/system/multi-user.target.wants/irqbalance.service")) and \
         os.path.exists(os.path.join(dest, "usr/lib/systemd/system/irqbalance.service"))
@@ -323,7 +327,9 @@ def reboot(dest: str, check_only: bool = False) -> Dict[str, Any]:
     enabled; then the enabled nodetune-restore unit replays the runtime tuning (simboot.py), and the enabled
     timers run (nodetune-irq-repin.timer: simboot.run_irq_repin() is one of its runs). Mlx5 completion vectors
     created since boot (use_comp_vectors) are gone again. Returns what differed (``changed``: paths set back,
-    created or removed) and what the boot applied; with ``check_only`` nothing is written.
+    created or removed) and what the boot applied; with ``check_only`` nothing is written. Every boot draws a new
+    ``proc/sys/kernel/random/boot_id``, as the kernel does (derived from the last one: rebuilds and reboots are
+    reproducible); it is not in ``changed``.
     """
     real = _check_dest(dest, must_exist=True)
     marker = read_marker(real)
@@ -335,10 +341,12 @@ def reboot(dest: str, check_only: bool = False) -> Dict[str, Any]:
         raise SimNodeError("the spec stored in %s/%s is no longer valid: %s" % (dest, MARKER, exc)) from None
     spec = _with_firmware(real, spec, check_only)
     boot = _read_boot_state(real)
+    boot["boot_id"] = next_boot_id(spec["hostname"], boot["boot_id"])  # a new boot: the kernel draws a new one
     # the kernel boots with its boot loader's default entry (the spec's command line while that is unchanged)
     spec = dict(spec, kernel=dict(spec["kernel"], cmdline=simbootloader.booted_cmdline(real, spec)))
     tree = _generate(spec, boot)[0]
-    changes = _sync_runtime(tree, real, check_only)
+    # every boot has a new boot_id: what differed is what else the boot set back
+    changes = [path for path in _sync_runtime(tree, real, check_only) if path != BOOT_ID]
     restore = {"ran": False, "applied": 0, "pinned": [], "failed": [], "pending": []}
     if not check_only:
         # systemd then starts the enabled units: nodetune-restore replays the runtime tuning (simboot.py).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
@@ -244,6 +244,19 @@ def _emit_irqs(tree: _Tree, m: _Machine) -> None:
     tree.raw("proc/interrupts", ("\n".join(lines) + "\n").encode())
 
 
+BOOT_ID = "proc/sys/kernel/random/boot_id"
+
+
+def next_boot_id(hostname: str, previous: Optional[str]) -> str:
+    """The boot_id of the boot after ``previous`` (None: the first boot of a built tree), as the kernel prints it: a
+    version 4 UUID (drivers/char/random.c draws it at random; here it follows from the last one, so that rebuilds
+    and reboots are reproducible)."""
+    seed = "%s/boot/%s" % (hostname, previous or "first")
+    high, low = _stable(seed, 64), _stable(seed + "/low", 64)
+    return "%08x-%04x-4%03x-%x%03x-%012x" % (high >> 32, (high >> 16) & 0xFFFF, high & 0xFFF,
+                                             8 | (low >> 62), (low >> 48) & 0xFFF, low & 0xFFFFFFFFFFFF)
+
+
 def _emit_proc(tree: _Tree, m: _Machine) -> None:
     spec = m.spec
     cpus = m.cpus
@@ -256,6 +269,9 @@ def _emit_proc(tree: _Tree, m: _Machine) -> None:
     for key, value in values.items():
         tree.f("proc/sys/" + key.replace(".", "/"), value, 0o644)
     tree.f("proc/sys/kernel/osrelease", m.release)
+    # drivers/char/random.c: boot_id is a random UUID drawn once per boot (proc_do_uuid), read-only; a node's
+    # structure cache is discarded when it changes (discover/structure.BOOT_ID). One per simulated boot.
+    tree.f(BOOT_ID, m.boot.get("boot_id") or next_boot_id(spec["hostname"], None), 0o444)
     tree.f("proc/sys/kernel/hostname", spec["hostname"], 0o644)
     tree.f("proc/sys/kernel/pid_max", max(32768, 1024 * cpus.count), 0o644)
     total_kb = spec["memory_gb"] * 1024 * 1024 * 99 // 100

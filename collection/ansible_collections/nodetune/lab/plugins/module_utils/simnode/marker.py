@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional
 
 MARKER = ".nodetune-simnode.json"
 GENERATOR = "nodetune.simnode"
-GENERATOR_VERSION = 7  # bump whenever the trees change shape: present-state rebuilds older trees
+GENERATOR_VERSION = 8  # bump whenever the trees change shape: present-state rebuilds older trees
 
 
 class SimNodeError(Exception):
