@@ -678,6 +678,7 @@ def test_build_speed_of_the_384_cpu_node_is_reported(lab, record_property, capsy
 
 # ------------------------------------------------------------------------------------------------ reboot
 BOOT_ID = "proc/sys/kernel/random/boot_id"
+UUID4 = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\n"
 
 
 def without_boot_id(digest: dict) -> dict:
@@ -717,9 +718,20 @@ def test_reboot_restores_runtime_files_and_keeps_persistent_ones(tiny, scratch):
     assert simnode.reboot(str(tiny))["changed"] == []  # a second reboot finds nothing to reset
     boot_ids.append(read(tiny, BOOT_ID))
     assert len(set(boot_ids)) == 3 and read(fresh, BOOT_ID) == boot_ids[0]
-    assert all(re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\n", b)
-               for b in boot_ids)
+    assert all(re.fullmatch(UUID4, b) for b in boot_ids)
     assert stat.S_IMODE(os.stat(tiny / BOOT_ID).st_mode) == 0o444
+
+
+def test_the_boot_id_is_as_the_running_kernel_prints_it(tiny):
+    """The simulated boot_id against this machine's (drivers/char/random.c: a version 4 UUID drawn once per boot,
+    proc_do_uuid, in a 0444 file): the same mode and shape, the same on every read of one boot."""
+    host = Path("/proc/sys/kernel/random/boot_id")
+    if not host.is_file():
+        pytest.skip("this machine has no /proc/sys/kernel/random/boot_id (not Linux, or /proc not mounted)")
+    simulated = tiny / BOOT_ID
+    assert stat.S_IMODE(os.stat(simulated).st_mode) == stat.S_IMODE(os.stat(host).st_mode) == 0o444
+    assert re.fullmatch(UUID4, host.read_text()) and host.read_text() == host.read_text()
+    assert re.fullmatch(UUID4, simulated.read_text())
 
 
 def test_reboot_applies_what_the_boot_applies(tiny):
