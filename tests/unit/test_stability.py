@@ -15,6 +15,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Ro
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.support.specs import AUDIT_SPEC as SPEC
+from tests.support.trees import runtime_tree_digest
 
 NEW = ("pcie_acs", "xgmi_links", "gpu_ras", "ib_counters", "memlock", "gpu_perf_level", "gpu_power_cap")
 
@@ -235,6 +236,33 @@ def test_faults_injected_in_place_break_each_check_and_keep_the_rest(root: Path)
 
     simnode.inject_faults(str(root), dict(simnode.FAULT_DEFAULTS))
     assert drifting(root) == set()
+
+
+def test_a_compute_partition_injected_in_place_is_the_node_built_with_it(
+        root: Path, fresh_tree: Callable[[Any], Path]) -> None:
+    """Its DRM cards are numbered again: the files and the /sys/class/drm links (which inject_faults left as they
+    were) are those of a node built in that partition."""
+    result = simnode.inject_faults(str(root), {"compute_partition": "CPX"})
+    assert any(path.startswith("sys/class/drm/") for path in result["written"])
+    expected = fresh_tree(dict(SPEC, faults=dict(SPEC.get("faults") or {}, compute_partition="CPX")))
+    assert runtime_tree_digest(root) == runtime_tree_digest(expected)
+
+
+def test_faults_injected_after_a_memory_partition_reboot_fit_the_partition_booted(
+        root: Path, fresh_tree: Callable[[Any], Path]) -> None:
+    """After a reboot into another memory partition (an NPS request the GPUs' firmware took), the GPUs came up in it
+    and in the compute partition amdgpu picks for it: a fault is injected into that boot, as a node built with
+    those partitions has it, not into the built spec's (whose files the node no longer has: the unlink failed)."""
+    from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import NPS_REQUEST
+
+    request = root / NPS_REQUEST
+    request.parent.mkdir(parents=True, exist_ok=True)
+    request.write_text("NPS4\n")
+    simnode.reboot(str(root))
+    simnode.inject_faults(str(root), {"compute_partition": "CPX"})
+    faults = dict(SPEC.get("faults") or {}, memory_partition="NPS4", compute_partition="CPX")
+    expected = fresh_tree(dict(SPEC, faults=faults))
+    assert runtime_tree_digest(root, ("sys",)) == runtime_tree_digest(expected, ("sys",))
 
 
 def test_bad_injected_faults_are_refused_before_any_write(root: Path) -> None:

@@ -439,12 +439,7 @@ def _with_firmware(real: str, spec: Dict[str, Any], check_only: bool) -> Dict[st
     request) is handed to the firmware when amdgpu unloads (amdgpu_gmc_prepare_nps_mode_change) and is the mode
     from this boot on; a compute partition the new memory partition does not allow falls back to the one amdgpu
     picks for it (aqua_vanjaram.c, __aqua_vanjaram_get_auto_mode)."""
-    firmware: Dict[str, Any] = {}
-    try:
-        with open(os.path.join(real, FIRMWARE), encoding="utf-8") as handle:
-            firmware = dict(json.load(handle))
-    except (OSError, ValueError):
-        firmware = {}
+    firmware = _read_firmware(real)
     request_path = os.path.join(real, NPS_REQUEST)
     if os.path.isfile(request_path) and not os.path.islink(request_path):
         with open(request_path, encoding="utf-8") as handle:
@@ -454,6 +449,26 @@ def _with_firmware(real: str, spec: Dict[str, Any], check_only: bool) -> Dict[st
             if not check_only:
                 with open(os.path.join(real, FIRMWARE), "w", encoding="utf-8") as handle:
                     json.dump(firmware, handle)
+    return _booted_with(spec, firmware)
+
+
+def booted_spec(real: str, spec: Dict[str, Any]) -> Dict[str, Any]:
+    """``spec`` as the GPUs came up at the boot the tree is at: the memory partition their firmware kept, not one
+    requested since (that is the next boot's, :func:`_with_firmware`)."""
+    return _booted_with(spec, _read_firmware(real))
+
+
+def _read_firmware(real: str) -> Dict[str, Any]:
+    try:
+        with open(os.path.join(real, FIRMWARE), encoding="utf-8") as handle:
+            return dict(json.load(handle))
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _booted_with(spec: Dict[str, Any], firmware: Dict[str, Any]) -> Dict[str, Any]:
+    """``spec`` with the firmware's memory partition, and the compute partition amdgpu falls back to where the
+    spec's is not allowed with it."""
     if not firmware.get("memory_partition"):
         return spec
     faults = dict(spec["faults"], memory_partition=firmware["memory_partition"])

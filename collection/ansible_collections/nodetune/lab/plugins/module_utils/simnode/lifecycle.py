@@ -14,6 +14,7 @@ from typing import Any, Dict, Optional
 
 from ansible_collections.nodetune.lab.plugins.module_utils.simnode.boot import (
     _boot_systemd,
+    booted_spec,
     _generate,
     _read_boot_state,
     _tree_reader,
@@ -129,8 +130,9 @@ def plan(spec: Any) -> Dict[str, Any]:
 
 # ============================================================================================ faults in place
 def _model_tree(spec: Dict[str, Any], real: str) -> _Tree:
-    """Every file the generator makes for ``spec`` (runtime at the node's current boot state, and persistent)."""
-    tree = _generate(spec, _read_boot_state(real))[0]
+    """Every file the generator makes for ``spec`` (runtime at the node's current boot state, with the partition the
+    GPUs' firmware kept at it, and persistent)."""
+    tree = _generate(booted_spec(real, spec), _read_boot_state(real))[0]
     persistent = _persistent_files(spec)
     tree.files.update(persistent.files)
     tree.links.update(persistent.links)
@@ -144,7 +146,8 @@ def inject_faults(dest: str, faults: Dict[str, Any]) -> Dict[str, Any]:
     Only the paths whose content the faults decide are written (the difference between the trees generated with
     the old and the new faults), so whatever else changed on the node (tuning applied, other drift) stays as it
     is. The stored spec takes the new faults: a reboot keeps them, as a bad link or a RAS error outlives a reboot.
-    Returns the paths written and removed; a bad fault raises SpecError naming it, before anything is written.
+    Returns the paths written (files and links) and removed; a bad fault raises SpecError naming it, before anything
+    is written. The model is the node at its current boot: the partitions its GPUs came up in (boot.booted_spec).
     """
     real = _check_dest(dest, must_exist=True)
     marker = read_marker(real)
@@ -158,7 +161,10 @@ def inject_faults(dest: str, faults: Dict[str, Any]) -> Dict[str, Any]:
     before, after = _model_tree(old, real), _model_tree(new, real)
     written = sorted(p for p, data in after.files.items() if before.files.get(p) != data)
     removed = sorted(p for p in before.files if p not in after.files)
-    for path in removed:
+    # links too: a compute partition renumbers the DRM cards and their /sys/class/drm links
+    linked = sorted(p for p, target in after.links.items() if before.links.get(p) != target)
+    unlinked = sorted(p for p in before.links if p not in after.links)
+    for path in removed + unlinked:
         os.unlink(os.path.join(real, path))
     for directory in sorted(before.dirs - after.dirs, key=len, reverse=True):  # deepest first
         full = os.path.join(real, directory)
@@ -173,9 +179,16 @@ def inject_faults(dest: str, faults: Dict[str, Any]) -> Dict[str, Any]:
         with open(full, "wb") as handle:
             handle.write(data)
         os.chmod(full, mode)
+    for path in linked:
+        full = os.path.join(real, path)
+        os.makedirs(os.path.dirname(full), 0o755, exist_ok=True)
+        if os.path.islink(full):
+            os.unlink(full)
+        os.symlink(after.links[path], full)
     with open(os.path.join(real, MARKER), "wb") as handle:
         handle.write(_marker_bytes(new))
-    return {"dest": real, "faults": new["faults"], "written": written, "removed": removed}
+    return {"dest": real, "faults": new["faults"], "written": sorted(written + linked),
+            "removed": sorted(removed + unlinked)}
 
 
 # ============================================================================================ module helpers
