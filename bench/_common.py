@@ -50,9 +50,33 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def tool_version(argv: Sequence[str], pattern: str) -> str:
+_ANSIBLE_TMP: list[str] = []
+
+
+def ansible_tmpdir() -> str:
+    """The TMPDIR of every ansible command the bench starts: one private folder, made on first use and removed at
+    exit, whose path fits Ansible's socket (nodetune._tempdir: a test gives the bench a long TMPDIR of its own)."""
+    if not _ANSIBLE_TMP:
+        import atexit
+        import shutil
+
+        from nodetune._tempdir import make_run_dir
+
+        folder, tmpdir = make_run_dir("nodetune-bench-")
+        atexit.register(shutil.rmtree, folder, True)
+        _ANSIBLE_TMP.append(tmpdir)
+    return _ANSIBLE_TMP[0]
+
+
+def ansible_env(**extra: str) -> dict[str, str]:
+    """This process's environment for an ansible command: the venv's bin first on PATH, TMPDIR its own."""
+    return dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+                TMPDIR=ansible_tmpdir(), **extra)
+
+
+def tool_version(argv: Sequence[str], pattern: str, env: dict[str, str] | None = None) -> str:
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, env=env).stdout
     except (OSError, subprocess.TimeoutExpired):
         return "absent"
     match = re.search(pattern, out)
@@ -68,7 +92,7 @@ def machine() -> dict[str, object]:
         "load_average": [round(x, 2) for x in load_average()],
         "kernel": platform.release(),
         "python": platform.python_version(),
-        "ansible_core": tool_version([os.path.join(bindir, "ansible"), "--version"], r"core ([\d.]+)"),
+        "ansible_core": tool_version([os.path.join(bindir, "ansible"), "--version"], r"core ([\d.]+)", ansible_env()),
         "hwloc": tool_version(["lstopo", "--version"], r"([\d.]+)"),
     }
 

@@ -204,8 +204,7 @@ def mitogen_strategy_dir() -> Path | None:
 
 
 def playbook_env(strategy: str) -> dict[str, str]:
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="0")
+    env = _common.ansible_env(ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="0")
     env.pop("ANSIBLE_CONFIG", None)  # the repository's ansible.cfg (cwd), as a user runs it
     if strategy == "mitogen":
         folder = mitogen_strategy_dir()

@@ -34,7 +34,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -45,6 +44,7 @@ from typing import Any, Literal, TypeAlias
 from nodetune._as_data import MAX_EXTRA_VARS_BYTES, PLAYBOOK_PYTHON
 from nodetune._as_data import dump as _dump_as_data
 from nodetune._collection import REPO_ROOT
+from nodetune._tempdir import TempDirError, make_run_dir
 
 __all__ = [
     "CancelledError",
@@ -596,11 +596,14 @@ def _run(operation: Operation, inventory: Inventory, *, check: bool = False, dif
          raise_on_failure: bool = True) -> RunResult:
     _check_arguments(limit, forks, extra_vars, tags, skip_tags)
     started = time.monotonic()
-    work = tempfile.mkdtemp(prefix="nodetune-run-")
+    try:
+        work, ansible_tmp = make_run_dir("nodetune-run-")
+    except TempDirError as exc:
+        raise PlaybookError(f"nodetune {operation}: {exc}") from None
     try:
         inventory_path = _prepare_inventory(inventory, work)
         collector = _Collector(operation, progress, os.path.join(work, "results"))
-        rc = _run_runner(operation, work, inventory_path, collector, check=check, diff=diff, limit=limit,
+        rc = _run_runner(operation, work, ansible_tmp, inventory_path, collector, check=check, diff=diff, limit=limit,
                          forks=forks, extra_vars=extra_vars, tags=tags, skip_tags=skip_tags,
                          keep_artifacts=keep_artifacts)
         result = collector.result(rc, check=check)
@@ -695,9 +698,10 @@ def _write_extra_vars(work: str, extra_vars: Mapping[str, Any]) -> None:
         handle.write(text)
 
 
-def _runner_env(results_dir: str) -> dict[str, str]:
-    """The venv's bin first on PATH (ansible-playbook of this Python), plain text output, and the results callback
-    (on the callback path before the user's own; it needs no ``callbacks_enabled`` entry)."""
+def _runner_env(results_dir: str, ansible_tmp: str) -> dict[str, str]:
+    """The venv's bin first on PATH (ansible-playbook of this Python), plain text output, the results callback
+    (on the callback path before the user's own; it needs no ``callbacks_enabled`` entry), and a TMPDIR in the
+    run's folder whose path fits Ansible's socket (nodetune._tempdir)."""
     bindir = os.path.dirname(sys.executable)
     path = os.environ.get("PATH", "")
     callbacks = os.environ.get("ANSIBLE_CALLBACK_PLUGINS", "")
@@ -708,10 +712,12 @@ def _runner_env(results_dir: str) -> dict[str, str]:
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
         "ANSIBLE_CALLBACK_PLUGINS": _CALLBACK_DIR + (os.pathsep + callbacks if callbacks else ""),
         _RESULTS_ENV: results_dir,
+        "TMPDIR": ansible_tmp,
     }
 
 
-def _run_runner(operation: Operation, work: str, inventory_path: str, collector: _Collector, *, check: bool,
+def _run_runner(operation: Operation, work: str, ansible_tmp: str, inventory_path: str, collector: _Collector, *,
+                check: bool,
                 diff: bool, limit: str | None, forks: int | None, extra_vars: Mapping[str, Any] | None,
                 tags: Sequence[str] | None, skip_tags: Sequence[str] | None, keep_artifacts: bool) -> int:
     import ansible_runner  # type: ignore[import-untyped]  # deferred: heavy, and only a run needs it
@@ -726,7 +732,7 @@ def _run_runner(operation: Operation, work: str, inventory_path: str, collector:
     extra_vars = _with_private_reports(operation, work, extra_vars)
     if extra_vars:
         _write_extra_vars(work, extra_vars)
-    env = _runner_env(collector.results_dir)
+    env = _runner_env(collector.results_dir, ansible_tmp)
     playbook_bin = shutil.which("ansible-playbook", path=env["PATH"])
     if playbook_bin:
         from nodetune._supervise import write_launcher

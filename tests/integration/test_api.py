@@ -228,3 +228,20 @@ def test_a_host_name_with_dot_dot_slash_keeps_its_report_in_the_folder(node: Pat
     assert not (tmp_path / "escaped.json").exists() and not (tmp_path / "out" / "escaped.json").exists()
     assert [p.name for p in (reports / "nodes").iterdir()] == ["..%2F..%2Fescaped.json"]
     assert json.loads((reports / "nodes" / "..%2F..%2Fescaped.json").read_text())["node"] == "../../escaped"
+
+
+def test_a_long_tmpdir_does_not_stop_the_run(node: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ansible-core 2.20+ puts its local RPC server's socket under TMPDIR (nodetune._tempdir): under a TMPDIR
+    too long for a socket's path, every ansible-playbook died with "Local RPC server did not start"."""
+    import tempfile
+
+    from nodetune import _tempdir
+
+    long_tmp = tmp_path / ("t" * 40) / ("m" * 40) / ("p" * 40)
+    long_tmp.mkdir(parents=True)
+    assert not _tempdir.fits(str(long_tmp))
+    monkeypatch.setenv("TMPDIR", str(long_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    result = nodetune.verify(inventory_for(node))
+    assert result.nodes["node1"].status in ("ok", "drift"), result.nodes["node1"].message
+    assert not list(long_tmp.iterdir()), "the run left files in TMPDIR"
