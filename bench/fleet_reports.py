@@ -114,8 +114,8 @@ class FleetResults(Mapping[str, Any]):
 
 def _lab_layout() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The lab MI300X node's topology, layout and inventory facts (what its verify report carries)."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.node_check import read_facts
     from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
+    from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs.node_check import read_facts
     from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
     from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import rootfs
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import setting_findings
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check, rules
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     OD_SCLK_SECTIONS,
     clock_levels,
@@ -106,8 +106,8 @@ def test_pp_od_clk_voltage_reads_as_the_command_that_sets_its_maximum() -> None:
     for text, command in ((OD_NEW, "s 1 1900"), (OD_OLD, "s 1 1700"), ("s 1 1900", "s 1 1900"),
                           ("s  1   1900\n", "s 1 1900")):
         assert od_clock_command(text) == command
-        # nodetune-check (stdlib only, rendered on the node) compares it the same way
-        assert node_check.normalize("od_clock", text) == command
+        # verify and the node programs compare it by this rule (node_programs/rules.py)
+        assert rules.normalize("od_clock", text) == command
 
 
 # ------------------------------------------------------------------------------------------------ the simulated driver

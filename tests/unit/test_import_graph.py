@@ -30,7 +30,9 @@ MAY_IMPORT = {
     APPLY: {FOUNDATIONS, DISCOVER, PLAN, APPLY},
     AUDIT: {FOUNDATIONS, DISCOVER, PLAN, APPLY, AUDIT},
 }
-STAGE_OF_FOLDER = {"": FOUNDATIONS, "discover": DISCOVER, "plan": PLAN, "areas": PLAN, "apply": APPLY, "audit": AUDIT}
+# node_programs/: the programs nodetune renders onto the node and the rules they share with verify (stdlib only)
+STAGE_OF_FOLDER = {"": FOUNDATIONS, "node_programs": FOUNDATIONS, "discover": DISCOVER, "plan": PLAN, "areas": PLAN,
+                   "apply": APPLY, "audit": AUDIT}
 # Modules whose folder says a later stage than they are: what they import is of their own stage, and earlier stages
 # import them. Their own imports are held to that stage; a move into the right folder is for later.
 STAGE_OF_MODULE = {
@@ -43,8 +45,6 @@ STAGE_OF_MODULE = {
                             "kernel_cmdline) report Findings, apply's diff_view compacts their targets"),
     "audit.check_ids": (PLAN, "finding.py refuses an unknown waiver id by it; it reads the ids as data"),
     "audit.bios": (PLAN, "the platform of the GPUs and the amd_iommu= options kernel_cmdline plans by"),
-    "audit.node_check": (FOUNDATIONS, "the node-local checker: a program on its own (imports nothing), whose "
-                                      "keys and script the persist area and the checker's files write"),
 }
 # Imports against the direction that stay, each with why (the importer, the imported module).
 EXCEPTIONS = {
@@ -264,8 +264,8 @@ def test_the_ids_check_ids_reads_as_data_are_the_checks_own() -> None:
         check_ids,
         health,
         inventory,
-        node_check,
     )
+    from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
 
     assert check_ids.BIOS_CHECKS == bios.CHECKS
     assert check_ids.HEALTH_CHECKS == health.CHECKS

@@ -16,7 +16,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils import interpret
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files, rank_bind
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check, render
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
@@ -132,7 +132,7 @@ def test_the_rendered_scripts_run_on_an_older_node_python(tmp_path: Path, versio
     simnode.build(SPEC, str(root))
     assert apply(root)["changed"]  # the expectations in check.d, for a checker run that has work to do
     checker = tmp_path / "nodetune-check"
-    checker.write_text(node_check.script_text(interpreter.shebang(older)))
+    checker.write_text(render.program_text(node_check, interpreter.shebang(older)))
     table = tmp_path / "ranks.json"
     table.write_text(rank_bind.table_text([{"rank": 0, "gpu": "0000:05:00.0", "numa_node": 0, "cpus": [0],
                                             "env": {"OMP_NUM_THREADS": "1"}}]))

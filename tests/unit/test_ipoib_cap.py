@@ -74,7 +74,7 @@ def test_the_node_local_checker_expects_the_capped_mtu_from_the_first_apply(tmp_
     """Between the first apply and the next Ansible run a scheduler runs nodetune-check: it must expect the MTU the
     kernel set (2044, the 2K broadcast group minus the 4-byte IPoIB header), not report drift on a node apply just
     tuned; and it still catches the MTU moving away from that."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+    from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
 
     root = capped_node(tmp_path)
     state = load(str(root), AREAS)

@@ -1,4 +1,4 @@
-"""The rule that finds IRQs by action name (node_check.irq_numbers: verify, nodetune-check and nodetune-restore)
+"""The rule that finds IRQs by action name (rules.irq_numbers: verify, nodetune-check and nodetune-restore)
 answers as it did when it compared every name with every vector's actions, and reads no more than it did.
 
 The rule now indexes the names by action folder and stops listing a device's vectors once each of its names is
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Optional
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import rules
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,5 +79,5 @@ def test_the_rule_answers_as_before_and_reads_no_more(node) -> None:
             return "CPU0\n" + "".join(f"{irq}: 0 PCI-MSI {name}\n" for irq, name in rows)
         return listdir, read
 
-    assert node_check.irq_numbers(names, *files("new")) == reference(names, *files("old"))
+    assert rules.irq_numbers(names, *files("new")) == reference(names, *files("old"))
     assert set(reads["new"]) <= set(reads["old"])

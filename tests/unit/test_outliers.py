@@ -13,7 +13,8 @@ from xml.etree import ElementTree
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory, node_check, outliers, report
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory, outliers, report
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
 from ansible_collections.nodetune.instinct.plugins.plugin_utils import fleet_reports
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 

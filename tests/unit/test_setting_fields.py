@@ -14,7 +14,7 @@ from typing import Any
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import CPULIST, INT, Setting
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 
@@ -110,7 +110,6 @@ def test_nodetune_restore_nodetune_check_and_verify_find_irqs_by_one_rule(tmp_pa
     for names, want in (([FOUND, NOT_YET, AMDGPU], {FOUND: 100, AMDGPU: 200}), ([LEGACY], {LEGACY: 7})):
         assert found(area_persist.irq_numbers(Root(str(tmp_path)), names), names) == want  # verify's pending IRQs
         assert found(node_check._irq_numbers(str(tmp_path), names), names) == want  # nodetune-check
-    assert node_check.functions_text(("irq_numbers",)) in area_persist.RESTORE_PROGRAM  # nodetune-restore carries it
     restored = _restore_run(tmp_path, [(FOUND, "1"), (NOT_YET, "2"), (AMDGPU, "3")])
     assert restored.returncode == 0, restored.stderr
     assert "3 settings, 0 failed, 1 pending" in restored.stdout and NOT_YET in restored.stdout

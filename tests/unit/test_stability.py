@@ -186,7 +186,7 @@ def test_each_spec_fault_breaks_its_check(tmp_path: Path, faults: dict, broken: 
 
 
 def test_partition_faults_break_the_inventory(tmp_path: Path) -> None:
-    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+    from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
 
     dest = tmp_path / "node"
     simnode.build(dict(SPEC, faults={"compute_partition": "CPX", "memory_partition": "NPS4"}), str(dest))

@@ -178,7 +178,7 @@ def test_the_tune_module_returns_the_whole_layout_with_the_managed_irqs_cpus(nod
 
 @pytest.mark.parametrize("change", ["none", "an action folder missing", "a device without vectors"])
 def test_irq_numbers_found_from_the_topology_as_from_the_files(node: Path, change: str) -> None:
-    """The rule (node_check.irq_numbers) lists a named device's msi_irqs/ and each vector's /proc/irq/N/, and reads
+    """The rule (rules.irq_numbers) lists a named device's msi_irqs/ and each vector's /proc/irq/N/, and reads
     /proc/interrupts for a name without its device (eno1-TxRx-0): from this run's Topology it finds the same
     numbers, for every name the node has, one of another device, and names that are not there."""
     topology = discover(str(node), irq_counts=False, values=False)

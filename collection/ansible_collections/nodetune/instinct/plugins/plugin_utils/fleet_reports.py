@@ -38,11 +38,19 @@ from urllib.parse import unquote
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import outliers as outliers_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import report as report_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import transport
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import escape_label, report_file_name
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import (
+    escape_label,
+    plain_text,
+    report_file_name,
+    xml_text,
+)
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import (
+    SkippedFile,
     add_learned_to_report,
     keep_learned,
     learned_path,
+    loads,
+    read_regular,
     write_report,
     write_text,
 )
@@ -147,14 +155,15 @@ def _iso(when: Optional[float]) -> str:
 class Entry(object):
     """One node's result as the builder takes it: ``result`` (a verify result, a report, a failure or None),
     ``time`` (what decides which of a node's reports is the newest), ``run`` and ``groups`` (group -> inventory
-    size), ``file`` (where it was read, or None), ``timestamp`` (the node's own time of its verify) and ``error``
-    (why the file is no report: its node fails)."""
+    size), ``file`` (where it was read, or None), ``timestamp`` (the node's own time of its verify), ``error``
+    (why the file is no report: its node fails) and ``digest`` (:func:`_digest` of a report file, taken as it is
+    read: where a file's data do not digest, the file is no report)."""
 
-    __slots__ = ("host", "result", "time", "run", "groups", "file", "timestamp", "error")
+    __slots__ = ("host", "result", "time", "run", "groups", "file", "timestamp", "error", "digest")
 
     def __init__(self, host: str, result: Any, time_: Optional[float], run: Optional[Dict[str, Any]],
                  groups: Dict[str, int], file: Optional[str] = None, timestamp: Optional[float] = None,
-                 error: Optional[str] = None) -> None:
+                 error: Optional[str] = None, digest: Optional[Tuple[Dict[str, Any], Any, bool]] = None) -> None:
         self.host = host
         self.result = result
         self.time = time_
@@ -163,6 +172,7 @@ class Entry(object):
         self.file = file
         self.timestamp = timestamp
         self.error = error
+        self.digest = digest
 
 
 def play_entries(results: Iterable[Tuple[str, Any]], groups: Dict[str, Any], run: Dict[str, Any],
@@ -234,11 +244,11 @@ def _checks_only(text: str) -> Optional[Dict[str, Any]]:
     if end < 0:
         return None
     try:
-        data = json.loads(text[:start] + "\n}")
-        data.update(json.loads("{" + text[end + len(_FINDINGS_END):].lstrip(",")))
+        data = loads(text[:start] + "\n}")
+        data.update(loads("{" + text[end + len(_FINDINGS_END):].lstrip(",")))
         checks = data.get("checks")
         counted = sum(int(group["findings"]) for group in checks)
-    except (ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError):
         return None
     if not isinstance(data, dict) or counted != text.count("\n", start + len(_FINDINGS_START), end) + 1:
         return None
@@ -246,15 +256,16 @@ def _checks_only(text: str) -> Optional[Dict[str, Any]]:
 
 
 def _read_entry(path: str) -> Entry:
-    """One report file as an entry; an unreadable file or one that is no nodetune report is an entry that fails
-    its node (named after the file) and says why."""
+    """One report file as an entry, digested; a file that is not read (no regular file, too large), unreadable, or
+    no nodetune report is an entry that fails its node (named after the file) and says why."""
     host = _host_of_file(os.path.basename(path))
     try:
-        with open(path, "rb") as handle:
-            text = handle.read().decode("utf-8")
+        text = read_regular(path).decode("utf-8")
         data = _checks_only(text)
         if data is None:
-            data = json.loads(text)
+            data = loads(text)
+    except SkippedFile as exc:
+        return _unreadable(host, path, "is %s (skipped, not read)" % exc.what)
     except (IOError, OSError) as exc:
         return _unreadable(host, path, "cannot be read: %s" % (exc.strerror or exc))
     except UnicodeDecodeError as exc:
@@ -265,19 +276,86 @@ def _read_entry(path: str) -> Entry:
                                           or data.get("outcome") == FAILED_OUTCOME):
         return _unreadable(host, path, "is not a nodetune node report (a mapping with findings, or a failure "
                                        "record with outcome failed)")
+    problem = _report_problem(data)
+    if problem:
+        return _unreadable(host, path, "is not a nodetune node report (%s)" % problem)
     if isinstance(data.get("node"), str) and data["node"]:
         host = data["node"]
     run = data.get(RUN_KEY) if isinstance(data.get(RUN_KEY), dict) else None
+    if run is not None:  # what the summary's runs show of it, as text and number only
+        run = {"id": str(run.get("id")) if run.get("id") is not None else None, "time": run.get("time"),
+               "controller": plain_text(run["controller"]) if isinstance(run.get("controller"), str) else None,
+               "started": run["started"] if _is_time(run.get("started")) else None}
     groups = data.get(GROUPS_KEY)
     groups = dict((str(k), int(v)) for k, v in groups.items() if isinstance(v, int)) if isinstance(groups, dict) \
         else {}
     stamp = data.get("timestamp")
-    stamp = float(stamp) if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) else None
     if data.get("outcome") == FAILED_OUTCOME:
         result = {"failed": True, "msg": str(data.get("message") or "failed")}  # type: Any
     else:
         result = data
-    return Entry(host, result, report_time(data), run, groups, path, stamp)
+    try:
+        digest = _digest(host, result)
+    except RecursionError:
+        return _unreadable(host, path, "is not a nodetune node report (a value nested too deeply)")
+    if not all(_shallow(group.get(key)) for group in digest[0]["groups"] for key in _VALUES):
+        return _unreadable(host, path, "is not a nodetune node report (a value nested deeper than %d levels)"
+                           % _DEPTH)
+    return Entry(host, None, report_time(data), run, groups, path, stamp, digest=digest)
+
+
+# The latest time a report may give: 9999-12-31 (a later one is no date).
+_LATEST = 253402300799
+# How deep a finding's value may nest: the outputs write it as text (str(), json.dumps), which recurse.
+_DEPTH = 16
+_VALUES = ("expected", "actual", "waiver")
+_GROUP_TEXTS = ("id", "status", "drift_targets", "severity", "remedy", "source")
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= _LATEST
+
+
+def _shallow(value: Any, depth: int = _DEPTH) -> bool:
+    """Whether a decoded JSON value nests at most ``depth`` lists and mappings."""
+    level = [value]
+    for _ in range(depth + 1):
+        level = [item for each in level if isinstance(each, (list, dict))
+                 for item in (each.values() if isinstance(each, dict) else each)]
+        if not level:
+            return True
+    return False
+
+
+def _report_problem(data: Dict[str, Any]) -> Optional[str]:
+    """What of a decoded report file the fleet report cannot take, in a few words, or None: its times must be
+    dates, its findings (or its checks, finding.group_findings) of the types nodetune writes, its inventory a
+    mapping of plain values. A file is anyone's: nothing of it may reach the outputs as a traceback."""
+    run = data.get(RUN_KEY)
+    for name, value in (("timestamp", data.get("timestamp")),
+                        ("run time", run.get("time") if isinstance(run, dict) else None)):
+        if value is not None and not _is_time(value):
+            return "its %s %s is no time from 1970 to 9999" % (name, plain_text(json.dumps(value))[:40])
+    findings = data.get("findings")
+    if isinstance(findings, list):
+        if not all(type(f) is dict and type(f.get("id")) is str and type(f.get("status")) is str for f in findings):
+            return "a finding is not a mapping with a text id and status"
+    elif isinstance(data.get("checks"), list):
+        for group in data["checks"]:
+            counts = group.get("counts") if isinstance(group, dict) else None
+            if not (isinstance(counts, dict) and all(type(group.get(k)) is str for k in _GROUP_TEXTS)
+                    and _is_count(group.get("findings")) and set(report_mod.STATUSES) <= set(counts)
+                    and all(_is_count(n) for n in counts.values())):
+                return "a check is not a mapping with the texts, counts and number of findings nodetune writes"
+    inventory = data.get("inventory")
+    if inventory is not None and not (isinstance(inventory, dict) and _shallow(inventory, 2)
+                                      and isinstance(inventory.get("versions") or {}, dict)):
+        return "its inventory is not a mapping of plain values"
+    return None
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0
 
 
 def _unreadable(host: str, path: str, why: str) -> Entry:
@@ -385,8 +463,8 @@ def build(entries: Iterable[Entry], top: int = 10, suite_name: str = "nodetune v
         previous = chosen.get(entry.host)
         if previous is not None and not broken and (previous[0] is _BROKEN or _newer(previous[0], entry.time)):
             continue
-        digest, found, learned_before = _digest(entry.host, entry.result)
-        entry.result = None  # digested: the findings go before the next node's are read
+        digest, found, learned_before = entry.digest or _digest(entry.host, entry.result)
+        entry.result = entry.digest = None  # digested: the findings go before the next node's are read
         chosen[entry.host] = (_BROKEN if broken else entry.time, digest, entry, learned_before)
         if found is not None:
             facts[entry.host] = found
@@ -430,11 +508,11 @@ def build(entries: Iterable[Entry], top: int = 10, suite_name: str = "nodetune v
     summary["unreadable"] = unreadable
     disagree = dict((name, sorted(found)) for name, found in sizes.items() if len(found) > 1)
     summary["group_sizes_differ"] = disagree
-    summary["text"] = (list(summary["text"]) + outliers_mod.summary_lines(out.outliers)
-                       + _source_lines(summary["runs"], unreadable, disagree))
+    summary["text"] = [plain_text(line) for line in (list(summary["text"]) + outliers_mod.summary_lines(out.outliers)
+                                                     + _source_lines(summary["runs"], unreadable, disagree))]
     out.summary = summary
     junit = report_mod.junit_xml({}, suite_name=suite_name, digests=digests)
-    out.junit = outliers_mod.add_to_junit(junit, out.outliers)
+    out.junit = xml_text(outliers_mod.add_to_junit(junit, out.outliers))
     out.prometheus = prometheus_text(digests, out.outliers, sources, now)
     out.digests = digests
     return out

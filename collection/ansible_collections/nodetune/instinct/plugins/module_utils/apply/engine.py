@@ -36,6 +36,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import (
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import _classify as classify_os_error
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import format_state, parse_state
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import rules
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_choice
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.journal import (
     JOURNAL,
     STATE_DIR,
@@ -60,8 +62,6 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
     in_dependency_order,
     key_of,
     normalize,
-    normalize_as,
-    parse_choice,
     read_current,
     set_line,
 )
@@ -444,7 +444,7 @@ def _attr_state(root: Root, key: str, snap: Dict[str, Any]) -> Optional[str]:
     as the command that sets what it reads back, any other as normalize_raw has it."""
     compare = snap.get("compare")
     if compare in COMMITS:
-        return normalize_as(compare, root.read(key))
+        return rules.normalize(compare, root.read(key))
     return normalize_raw(root.read(key))
 
 

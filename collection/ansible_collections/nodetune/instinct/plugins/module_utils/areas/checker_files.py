@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import parse_state
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check, render
 from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import (
     ABSENT,
@@ -52,7 +52,7 @@ def _check_entry(setting: Setting) -> Optional[Dict[str, Any]]:
         # IRQ numbers change across reboots, names do not: the file names the IRQ only by its irq_name, so that it
         # still matches the node after a reboot (verify compares this file's content): a NIC vector by its action
         # name, a GPU's by amdgpu@pci:<BDF> (amdgpu names every GPU's vector alike), both found again as
-        # nodetune-restore finds them (node_check.irq_numbers).
+        # nodetune-restore finds them (rules.irq_numbers).
         entry.update(irq_name=setting.irq_name, target=setting.irq_name, path="")
     if setting.kind == FILE:
         entry["value"] = "sha256:" + hashlib.sha256(setting.value.encode("utf-8")).hexdigest()
@@ -114,7 +114,7 @@ def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]], 
                            reason="the %s inventory nodetune-check compares" % " and ".join(which)))
     if out:
         out.append(Setting("check.program", "nodetune-check", CHECK_SCRIPT,
-                           node_check.script_text(interpreter.shebang(root=root)), kind=FILE,
+                           render.program_text(node_check, interpreter.shebang(root=root)), kind=FILE,
                            compare="content", area=PERSIST, runtime=False, mode=0o755,
                            reason="the node-local check a scheduler runs (Slurm HealthCheckProgram, NHC)"))
     return out

@@ -24,7 +24,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_restore, render, rules
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import sysctl_boot
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import INTERRUPTS
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
@@ -36,7 +36,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
 AREA = "persist"
 SYSCTL_FILE = "etc/sysctl.d/90-nodetune-%s.conf"  # % area
 UDEV_FILE = "etc/udev/rules.d/60-nodetune-nvme.rules"
-STATE_DIR = "etc/nodetune/boot-restore.d"
+STATE_DIR = node_restore.STATE_DIR
 STATE_FILE = STATE_DIR + "/%s.json"  # % area
 SCRIPT_FILE = "usr/local/sbin/nodetune-restore"
 UNIT = "nodetune-restore.service"
@@ -46,140 +46,9 @@ REPIN_UNIT = "nodetune-irq-repin.service"
 REPIN_UNIT_FILE = "etc/systemd/system/" + REPIN_UNIT
 REPIN_TIMER = "nodetune-irq-repin.timer"
 REPIN_TIMER_FILE = "etc/systemd/system/" + REPIN_TIMER
-PINNED_RECORD = "run/nodetune/irqs-pinned.json"  # which IRQ numbers the program handled in this boot (a tmpfs)
+PINNED_RECORD = node_restore.PINNED_RECORD
 IRQ_IDS = ("irq.nic_local", "irq.gpu_local")  # the pinned IRQs (areas/irq.py): key and irq_name, the action name
 HEADER = "# Managed by nodetune. Local changes are reported as drift and overwritten.\n"
-
-# nodetune-restore without its #! line, which names the node's system Python (interpreter.shebang)
-RESTORE_PROGRAM = '''"""nodetune-restore: re-apply the runtime settings nodetune tuned (rendered by nodetune).
-
-    nodetune-restore [--root DIR]           at boot (nodetune-restore.service): every setting
-    nodetune-restore [--root DIR] --irqs    every 10 s (nodetune-irq-repin.timer): the IRQs created since
-
-Reads every /etc/nodetune/boot-restore.d/*.json (one per tuned area) and writes each value in dependency
-order (SMT before IRQ affinity, governor before EPP). IRQs are found again by their action name: their numbers
-change across boots. An IRQ whose device is there but whose driver has not created it yet is pending, not a
-failure: mlx5 creates its completion vectors on first use since Linux 6.5 (commit f14c1a14e632); not a GPU's,
-which amdgpu creates when it binds to the GPU (amdgpu_irq_init()): one missing is a failure. --irqs pins
-each IRQ once, when it appears (or reappears under another number), and prints nothing when there is nothing to
-do; an IRQ moved by hand afterwards is left for verify to report. /run/nodetune/irqs-pinned.json records the
-IRQ numbers already handled in this boot. Missing devices and failed writes are reported; the exit status is 1
-when any write failed.
-"""
-from __future__ import annotations
-
-import json
-import os
-import sys
-
-RECORD = "%(record)s"
-LATE = %(late)r  # the Setting ids of the IRQs a driver creates after probe (node_check.LATE_IRQ_IDS)
-
-
-%(irq_rule)s
-
-def cpus(text):
-    out = set()
-    for part in text.strip().split(","):
-        if part.strip():
-            low, _, high = part.strip().partition("-")
-            out.update(range(int(low), int(high or low) + 1))
-    return out
-
-
-def already(path, value):
-    try:
-        with open(path) as handle:
-            return cpus(handle.read()) == cpus(value)
-    except (OSError, ValueError):
-        return False
-
-
-def read_record(root):
-    try:
-        with open(os.path.join(root, RECORD)) as handle:
-            data = json.load(handle)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def save_record(root, record):
-    path = os.path.join(root, RECORD)
-    try:
-        if not os.path.isdir(os.path.dirname(path)):
-            os.makedirs(os.path.dirname(path))
-        with open(path + ".tmp", "w") as handle:
-            json.dump(record, handle, sort_keys=True)
-        os.replace(path + ".tmp", path)
-    except OSError as exc:
-        sys.stderr.write("nodetune-restore: cannot record the IRQs handled in %%s: %%s\\n" %% (path, exc))
-
-
-def main(argv):
-    root = argv[argv.index("--root") + 1] if "--root" in argv else "/"
-    irqs_only = "--irqs" in argv
-    state_dir = os.path.join(root, "%(state)s")
-    items = []
-    for name in sorted(os.listdir(state_dir)):
-        if name.endswith(".json"):
-            with open(os.path.join(state_dir, name)) as handle:
-                items.extend(json.load(handle)["settings"])
-    items.sort(key=lambda item: (item.get("order", 90), item["id"], item["target"]))
-    if irqs_only:
-        items = [item for item in items if item.get("irq_name")]
-    names = [item["irq_name"] for item in items if item.get("irq_name")]
-    numbers = irq_numbers(names, lambda rel: _entries(root, rel), lambda rel: _read(root, rel)) if names else {}
-    record = read_record(root) if irqs_only else {}
-    handled = {}
-    failed = written = 0
-    pending = []
-    for item in items:
-        name = item.get("irq_name")
-        if name:
-            number = numbers.get(name)
-            if number is None:
-                bdf = name.partition("@pci:")[2]
-                if bdf and item["id"] in LATE and os.path.isdir(os.path.join(root, "sys/bus/pci/devices", bdf)):
-                    pending.append(name)  # its driver creates it later (mlx5: on first use)
-                elif not irqs_only:
-                    failed += 1
-                    sys.stderr.write("nodetune-restore: IRQ %%s not found (no such device or IRQ)\\n" %% name)
-                continue
-            handled[name] = number
-            if irqs_only and record.get(name) == number:
-                continue  # pinned when it appeared; a move since is drift for verify to report
-            item["path"] = "proc/irq/%%d/smp_affinity_list" %% number
-        path = os.path.join(root, item["path"])
-        if irqs_only and already(path, item["value"]):
-            continue
-        try:
-            with open(path, "w") as handle:
-                handle.write(item["value"])
-            written += 1
-        except OSError as exc:
-            failed += 1
-            sys.stderr.write("nodetune-restore: %%s[%%s] %%s: %%s\\n" %% (item["id"], item["target"], path, exc))
-    if handled != record:
-        save_record(root, handled)
-    later = ""
-    if pending:
-        later = " (%%s%%s: pinned by nodetune-irq-repin.timer when the driver creates them)" %% (
-            ", ".join(pending[:3]), ", ..." if len(pending) > 3 else "")
-    if not irqs_only:
-        sys.stdout.write("nodetune-restore: %%d settings, %%d failed, %%d pending%%s\\n" %% (
-            len(items), failed, len(pending), later))
-    elif written or failed:
-        sys.stdout.write("nodetune-restore: pinned %%d IRQ(s) created since boot, %%d failed, %%d pending\\n" %% (
-            written, failed, len(pending)))
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
-''' % {"state": STATE_DIR, "record": PINNED_RECORD, "late": node_check.LATE_IRQ_IDS,
-       # the IRQ rule nodetune-check and verify follow too, as its text: the program imports nothing of nodetune's
-       "irq_rule": node_check.functions_text(("_read", "_entries", "irq_numbers"))}
 
 UNIT_TEXT = HEADER + """[Unit]
 Description=nodetune: restore runtime tuning (SMT, IRQ affinity, cpufreq, idle states, IPoIB MTU)
@@ -270,7 +139,7 @@ def build(ctx: Context, settings: List[Setting], config: Dict[str, Any]) -> List
                            one_per_line(state, "settings"), kind=FILE, compare="content", area=AREA, mode=0o644,
                            reason="runtime settings a reboot resets, re-applied by nodetune-restore.service"))
     if runtime:
-        script = interpreter.shebang(root=ctx.root) + RESTORE_PROGRAM
+        script = render.program_text(node_restore, interpreter.shebang(root=ctx.root))
         out.append(Setting("persist.boot_restore", "script", SCRIPT_FILE, script, kind=FILE,
                            compare="content", area=AREA, mode=0o755, reason="the boot-time restore program"))
         out.append(Setting("persist.boot_restore", "unit", UNIT_FILE, UNIT_TEXT, kind=FILE, compare="content",
@@ -303,18 +172,18 @@ _SAFE_IRQ_NAME = re.compile(r"^[A-Za-z0-9_.:@+\-]+$")
 
 def irq_numbers(root: Root, names: Iterable[str], topology: Optional[Dict[str, Any]] = None) -> Dict[str, int]:
     """Action name -> IRQ number, read through ``root`` by the rule nodetune-restore and nodetune-check follow
-    (node_check.irq_numbers). ``topology``: the node's Topology, discovered in this run: the rule then reads its
+    (rules.irq_numbers). ``topology``: the node's Topology, discovered in this run: the rule then reads its
     answers from it (:class:`_FromTopology`) instead of reading the files again (a folder per vector, and
     /proc/interrupts: megabytes on a 384-CPU node)."""
     if topology is None:
-        return node_check.irq_numbers(list(names), lambda rel: _folder_entries(root, rel),
+        return rules.irq_numbers(list(names), lambda rel: _folder_entries(root, rel),
                                       lambda rel: root.read(rel, strip=False))
     answers = _FromTopology(root, topology)
-    return node_check.irq_numbers(list(names), answers.listdir, answers.read)
+    return rules.irq_numbers(list(names), answers.listdir, answers.read)
 
 
 class _FromTopology(object):
-    """The files node_check.irq_numbers reads, as this run's Topology has them: a device's ``msi_irqs/`` (its
+    """The files rules.irq_numbers reads, as this run's Topology has them: a device's ``msi_irqs/`` (its
     ``msi_irqs``), ``/proc/irq/N/`` (the folder per action register_handler_proc() makes, named as in the row's
     names, which /proc/interrupts joins with ", ", kernel/irq/proc.c) and /proc/interrupts (its rows less the count
     columns, chip and hardware IRQ: the rule takes a row's last word, its action name's last word). Anything else,
@@ -359,8 +228,8 @@ def device_present(root: Root, irq_name: str) -> bool:
 
 def irq_pending(root: Root, setting_id: str, irq_name: str) -> bool:
     """An IRQ not there is pending, not missing, where its driver creates it after probe and its device is there
-    (node_check.created_later: the rule nodetune-restore and nodetune-check follow too)."""
-    return node_check.created_later(setting_id, irq_name, device_present(root, irq_name))
+    (rules.created_later: the rule nodetune-restore and nodetune-check follow too)."""
+    return rules.created_later(setting_id, irq_name, device_present(root, irq_name))
 
 
 def carried_irq_entries(root: Optional[Root],

@@ -20,7 +20,7 @@ import re
 from typing import List, Pattern, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
 
 # what every apply adds whatever the areas (areas/persist.py, areas/checker_files.py, sysctl_boot.py): not an area's
 ENGINE_IDS = ("persist.sysctl_d", "persist.udev", "persist.boot_restore", "persist.sysctl_boot",

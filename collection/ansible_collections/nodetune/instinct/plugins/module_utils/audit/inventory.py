@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import DRIFT, OK, Finding
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 

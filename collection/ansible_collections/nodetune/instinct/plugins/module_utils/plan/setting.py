@@ -17,13 +17,17 @@ from typing import Any, Dict, List, Optional, Sequence
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import bootloader
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
-    ParseError,
-    ascii_int,
-    od_clock_command,
-    parse_choice,
-    parse_cpulist,
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs.rules import (  # noqa: F401
+    CHOICE,  # the comparisons are the node programs' rules (node_programs/rules.py), named here for the builders
+    COMPARES,
+    CONTENT,
+    CPULIST,
+    EXACT,
+    INT,
+    OD_CLOCK,
+    WORDS,
 )
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import rules
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import format_state, parse_state
 
@@ -37,18 +41,6 @@ BOOT = "boot"  # the boot loader's kernel command line (bootloader.py): value "a
 
 KINDS = (ATTR, FILE, LINE, ABSENT, SERVICE, BOOT)
 
-# How the current value is compared with the desired one
-EXACT = "exact"
-INT = "int"
-CHOICE = "choice"  # "[none] mq-deadline": compare the bracketed (active) entry
-CPULIST = "cpulist"  # "0-3" == "0,1,2,3"
-WORDS = "words"  # whitespace-normalised ("4096\t87380" == "4096 87380")
-CONTENT = "content"  # whole file text
-# amdgpu's pp_od_clk_voltage: written as a command ("s 1 1900"), committed with a second write ("c"), read back as a
-# table; compared as the command that sets its maximum GFX clock (parse.od_clock_command)
-OD_CLOCK = "od_clock"
-
-COMPARES = (EXACT, INT, CHOICE, CPULIST, WORDS, CONTENT, OD_CLOCK)
 # what a kernel attribute compared this way takes after its value, as a write of its own (attr_writes)
 COMMITS = {OD_CLOCK: "c"}
 
@@ -205,33 +197,7 @@ def check_shape(settings: List[Setting]) -> None:
 
 def normalize(setting: Setting, text: Optional[str]) -> Optional[str]:
     """The comparable form of a value read from the node (``None`` = absent)."""
-    return normalize_as(setting.compare, text)
-
-
-def normalize_as(compare: str, text: Optional[str]) -> Optional[str]:
-    """:func:`normalize` for a comparison named by itself (a journal entry keeps only that of its Setting)."""
-    if text is None:
-        return None
-    if compare == CHOICE:
-        active = parse_choice(text)[0]
-        return active
-    if compare == CPULIST:
-        try:
-            return ",".join(str(c) for c in parse_cpulist(text))
-        except ParseError:
-            return text.strip()
-    if compare == INT:
-        try:
-            return str(ascii_int(text.strip()))
-        except ParseError:
-            return text.strip()
-    if compare == WORDS:
-        return " ".join(text.split())
-    if compare == CONTENT:
-        return text
-    if compare == OD_CLOCK:
-        return od_clock_command(text)
-    return text.strip()
+    return rules.normalize(setting.compare, text)
 
 
 def attr_writes(compare: str, value: str) -> List[str]:
@@ -240,18 +206,6 @@ def attr_writes(compare: str, value: str) -> List[str]:
     parses one command per write, amdgpu_set_pp_od_clk_voltage)."""
     commit = COMMITS.get(compare)
     return [value] if commit is None else [value, commit]
-
-
-def read_line(text: Optional[str], key: str) -> Optional[str]:
-    """Value of the last ``KEY=value`` line (shell-variable files), unquoted; None where unset."""
-    if text is None:
-        return None
-    value = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith(key + "="):
-            value = stripped[len(key) + 1:].strip().strip("\"'")
-    return value
 
 
 def set_line(text: Optional[str], key: str, value: str) -> str:
@@ -279,7 +233,7 @@ def read_current(root: Root, setting: Setting, services: Any = None) -> Optional
     if setting.kind == BOOT:
         return bootloader.current(root, setting.key or "", setting.value)
     if setting.kind == LINE:
-        return read_line(root.read(setting.path, strip=False), setting.key or "")
+        return rules.read_line(root.read(setting.path, strip=False), setting.key or "")
     if setting.kind == FILE:
         return root.read(setting.path, strip=False)
     return normalize(setting, root.read(setting.path))

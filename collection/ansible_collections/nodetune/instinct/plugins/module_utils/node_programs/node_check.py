@@ -16,7 +16,8 @@ For a scheduler between Ansible runs: Slurm ``HealthCheckProgram`` / prolog, or 
 It only reads, never writes, and needs nothing but the Python standard library.
 
 This file is both a module of the nodetune collection (verify reads the inventory facts with the very same code)
-and, rendered by apply, the standalone ``/usr/local/sbin/nodetune-check`` on each node.
+and, rendered by apply with the rules it imports inlined (render.py), the standalone ``/usr/local/sbin/nodetune-check``
+on each node: it compares values by the rules verify compares them by (rules.py).
 """
 
 from __future__ import annotations
@@ -26,9 +27,19 @@ import json
 import os
 import sys
 
+from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, parse_cpulist
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs.rules import (
+    created_later,
+    irq_numbers,
+    list_names,
+    normalize,
+    read_line,
+    read_text,
+)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: a health check runs often, keep imports few
-    from typing import Any, Callable, Dict, List, Optional, Tuple
+    from typing import Any, Dict, List, Optional, Tuple
 
 PROG = "nodetune-check"
 CONFIG_DIR = "etc/nodetune/check.d"  # inside --root
@@ -65,12 +76,6 @@ _VENDOR_NVIDIA = "0x10de"
 _KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
 _KFD_LINK_XGMI = "11"
 SYSTEMD_CONFIG_DIRS = ("etc/systemd/system", "run/systemd/system")  # enablement links (runtime ones in run/)
-# The pinned IRQs a driver creates after probe, so that one not there while its device is, is pending: NIC
-# completion vectors (mlx5 creates each on first use since Linux 6.5, commit f14c1a14e632: mlx5_comp_eqn_get() ->
-# create_comp_eq(), drivers/net/ethernet/mellanox/mlx5/core/eq.c). Not a GPU's (irq.gpu_local): amdgpu requests its
-# vector when it binds (amdgpu_irq_init(), drivers/gpu/drm/amd/amdgpu/amdgpu_irq.c) and frees it only when it lets
-# go of the device (amdgpu_irq_fini_hw()), so one missing while its GPU is there means amdgpu is not bound to it.
-LATE_IRQ_IDS = ("irq.nic_local",)
 
 
 class CheckConfigError(Exception):
@@ -78,54 +83,21 @@ class CheckConfigError(Exception):
 
 
 # ------------------------------------------------------------------------------------------------ reading
-def _read(root: str, rel: str) -> Optional[str]:
-    # os.open/os.read: no buffered text wrapper per file (a 384-CPU node has a thousand small files to read)
-    try:
-        fd = os.open(root.rstrip("/") + "/" + rel, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks).decode("utf-8", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def _word(root: str, rel: str) -> Optional[str]:
-    text = _read(root, rel)
+    text = read_text(root, rel)
     return text.strip() if text is not None else None
 
 
-def _entries(root: str, rel: str) -> Optional[List[str]]:
-    """The names in a folder under ``root``; None where it cannot be listed (absent, not a folder)."""
-    try:
-        return os.listdir(os.path.join(root, rel))
-    except OSError:
-        return None
-
-
 def _listdir(root: str, rel: str) -> List[str]:
-    return sorted(_entries(root, rel) or [])
+    return sorted(list_names(root, rel) or [])
 
 
 def _cpulist(text: Optional[str]) -> List[int]:
-    out = []  # type: List[int]
-    for part in (text or "").strip().split(","):
-        if not part:
-            continue
-        first, _sep, last = part.partition("-")
-        try:
-            out.extend(range(int(first), int(last or first) + 1))
-        except ValueError:
-            return []
-    return out
+    """A cpulist's CPUs; none where it is not one."""
+    try:
+        return parse_cpulist(text)
+    except ParseError:
+        return []
 
 
 def _props(text: Optional[str]) -> Dict[str, str]:
@@ -169,7 +141,7 @@ def _hive_sizes(root: str) -> List[int]:
     once (:func:`_gpu_of_node`)."""
     members = {}  # type: Dict[str, set]
     for node in _listdir(root, _KFD_NODES):
-        props = _props(_read(root, "%s/%s/properties" % (_KFD_NODES, node)))
+        props = _props(read_text(root, "%s/%s/properties" % (_KFD_NODES, node)))
         hive = props.get("hive_id", "0")
         if hive in ("0", "") or props.get("simd_count", "0") == "0":
             continue
@@ -204,7 +176,7 @@ def _numa_per_socket(root: str) -> Optional[int]:
     for name in _listdir(root, base):
         if not (name.startswith("node") and name[4:].isdigit()):
             continue
-        cpus = _cpulist(_read(root, "%s/%s/cpulist" % (base, name)))
+        cpus = _cpulist(read_text(root, "%s/%s/cpulist" % (base, name)))
         if not cpus:
             continue
         nodes += 1
@@ -237,7 +209,7 @@ def read_facts(root: str = "/") -> Dict[str, Any]:
         "hca_rate": _distinct([rate for _port, rate, _width in ports]),
         "hca_width": _distinct([width for _port, _rate, width in ports]),
         "nvme_count": len([n for n in _listdir(root, "sys/class/nvme") if n.startswith("nvme")]),
-        "cpu_count": len(_cpulist(_read(root, "sys/devices/system/cpu/present"))) or None,
+        "cpu_count": len(_cpulist(read_text(root, "sys/devices/system/cpu/present"))) or None,
         "smt": {"1": "on", "0": "off"}.get(smt_active or ""),
         "numa_per_socket": _numa_per_socket(root),
         "versions": {
@@ -280,118 +252,8 @@ def compare_inventory(expected: Dict[str, Any], facts: Dict[str, Any]) -> List[T
     return problems
 
 
-def normalize(compare: str, text: Optional[str]) -> Optional[str]:
-    """The comparable form of a value read from the node, as setting.normalize (None = absent)."""
-    if text is None:
-        return None
-    if compare == "choice":
-        for word in text.split():
-            if word.startswith("[") and word.endswith("]"):
-                return word[1:-1]
-        return text.strip()
-    if compare == "cpulist":
-        cpus = _cpulist(text)
-        return ",".join(str(c) for c in cpus) if cpus or not text.strip() else text.strip()
-    if compare == "int":
-        try:
-            return str(int(text.strip()))
-        except ValueError:
-            return text.strip()
-    if compare == "words":
-        return " ".join(text.split())
-    if compare == "od_clock":
-        return _od_clock(text)
-    return text.strip()
-
-
-def _od_clock(text: str) -> str:
-    """amdgpu's pp_od_clk_voltage as the command that sets its maximum GFX clock, ``s 1 <MHz>``: the highest level
-    of its OD_SCLK (older drivers: GFXCLK) section, as parse.od_clock_command (a unit test keeps the two equal)."""
-    words = text.split()
-    if len(words) == 3 and words[0] == "s" and words[1].isdigit() and words[2].isdigit():
-        return "s %d %d" % (int(words[1]), int(words[2]))
-    levels = []  # type: List[Tuple[int, int]]
-    inside = False
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.endswith(":") and " " not in stripped and "\t" not in stripped:
-            if levels:
-                break
-            inside = stripped[:-1] in ("OD_SCLK", "GFXCLK")
-            continue
-        head, sep, rest = stripped.partition(":")
-        clock = rest.split()[0] if rest.split() else ""
-        number = clock[:-3] if clock.lower().endswith("mhz") else ""
-        if inside and sep and head.isdigit() and number.isdigit():
-            levels.append((int(head), int(number)))
-    return "s 1 %d" % max(levels)[1] if levels else text.strip()
-
-
-def _line_value(text: Optional[str], key: str) -> Optional[str]:
-    if text is None:
-        return None
-    value = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith(key + "="):
-            value = stripped[len(key) + 1:].strip().strip("\"'")
-    return value
-
-
-def irq_numbers(names: List[str], listdir: Callable[[str], Optional[List[str]]],
-                read: Callable[[str], Optional[str]]) -> Dict[str, int]:
-    """Action name -> IRQ number: the one rule nodetune-check, nodetune-restore (which carries this function's text,
-    area_persist.RESTORE_PROGRAM) and verify (area_persist.irq_numbers) find IRQs by; ``listdir(rel)`` and
-    ``read(rel)`` read under the node's root (None: absent).
-
-    A name that carries its PCI device is looked for among that device's msi_irqs and their /proc/irq/N/<action>/
-    folders (kernel/irq/proc.c, register_handler_proc()), where the action is the name itself
-    (``mlx5_comp3@pci:<BDF>``) or, for a driver whose action does not carry its device, the part before ``@pci:``
-    (``amdgpu@pci:<BDF>``: every GPU's vector is named ``amdgpu``). /proc/interrupts (megabytes on a 384-CPU node)
-    is read only for a name without a device or whose device lists no msi_irqs, and matched by the whole name (so
-    never an amdgpu one: its line does not say whose it is); a vector its driver has not created yet (mlx5, Linux
-    6.5+) does not cost that read every time."""
-    numbers = {}  # type: Dict[str, int]
-    listed = set()  # type: set
-    by_device = {}  # type: Dict[str, List[str]]
-    for name in names:
-        by_device.setdefault(name.partition("@pci:")[2], []).append(name)
-    for bdf in sorted(set(by_device) - {""}):
-        wanted = by_device[bdf]
-        vectors = listdir("sys/bus/pci/devices/%s/msi_irqs" % bdf)
-        if vectors is None:
-            continue
-        listed.update(wanted)
-        # an action folder's name -> the names it answers: the name itself, or its driver's part (amdgpu@pci:...)
-        by_action = {}  # type: Dict[str, List[str]]
-        for name in wanted:
-            by_action.setdefault(name, []).append(name)
-            by_action.setdefault(name.partition("@pci:")[0], []).append(name)
-        left = set(wanted)
-        for vector in sorted(vectors):  # the first vector (in this order) that answers a name is its IRQ
-            if not left:
-                break
-            if not vector or not all("0" <= c <= "9" for c in vector):
-                continue
-            for action in listdir("proc/irq/" + vector) or ():
-                for name in by_action.get(action, ()):
-                    if name in left:
-                        numbers[name] = int(vector)
-                        left.discard(name)
-    if all(name in listed for name in names):
-        return numbers
-    for line in (read("proc/interrupts") or "").splitlines()[1:]:
-        head, _sep, rest = line.partition(":")
-        head = head.strip()
-        if head.isdigit():
-            words = rest.rsplit(None, 1)  # the action name is the last word; the per-CPU counts come first
-            if words:
-                numbers.setdefault(words[-1], int(head))
-    return numbers
-
-
 def _irq_numbers(root: str, names: List[str]) -> Dict[str, int]:
-    return irq_numbers(names, lambda rel: _entries(root, rel), lambda rel: _read(root, rel))
+    return irq_numbers(names, lambda rel: list_names(root, rel), lambda rel: read_text(root, rel))
 
 
 def _masked(root: str, base: str, unit: str) -> bool:
@@ -437,9 +299,9 @@ def _current(root: str, entry: Dict[str, Any], irqs: Dict[str, int]) -> Optional
                 return "sha256:" + hashlib.sha256(handle.read()).hexdigest()
         except (IOError, OSError):
             return None
-    text = _read(root, path)
+    text = read_text(root, path)
     if kind == "line":
-        return _line_value(text, entry.get("key") or "")
+        return read_line(text, entry.get("key") or "")
     return normalize(entry.get("compare") or "exact", text)
 
 
@@ -466,18 +328,11 @@ def check_settings(root: str, entries: List[Dict[str, Any]]) -> List[Tuple[str, 
         if entry.get("irq_name") and id(entry) not in moved:
             entry = dict(entry, irq_name=None)  # its number is still right: read the recorded path
         actual = _current(root, entry, irqs)
-        if actual is None and entry.get("irq_name") and _created_later(root, entry):
+        if actual is None and entry.get("irq_name") not in (None, *irqs) and _created_later(root, entry):
             continue  # pending, not drift: its device is there and will create it (mlx5: on first use, Linux 6.5+)
         if actual != entry["value"]:
             problems.append((entry["id"], entry["target"], entry["value"], actual))
     return problems
-
-
-def created_later(setting_id: str, irq_name: str, device_present: bool) -> bool:
-    """Whether an IRQ that does not exist is pending, not missing: one of the kinds a driver creates after probe
-    (LATE_IRQ_IDS) whose PCI device (named in it, ``@pci:<BDF>``) is there. nodetune-restore, verify and this
-    checker all ask this (area_persist)."""
-    return setting_id in LATE_IRQ_IDS and "@pci:" in irq_name and device_present
 
 
 def _created_later(root: str, entry: Dict[str, Any]) -> bool:
@@ -512,12 +367,20 @@ def load_config(root: str, config_dir: str) -> Tuple[List[Dict[str, Any]], Dict[
 
 
 # ------------------------------------------------------------------------------------------------ the program
+def _shown(value: Any) -> str:
+    """A value on one line: as JSON (quoted, escaped) where it holds a line break or another control character, so
+    that a value read from the node never starts a line of its own (NHC and the scheduler read the first)."""
+    text = str(value)
+    return json.dumps(text) if any(c < " " or c == "\x7f" for c in text) else text
+
+
 def problems(root: str, config_dir: str = CONFIG_DIR) -> List[str]:
     """One line per problem, each starting with its finding id."""
     entries, inventory, learned = load_config(root, config_dir)
     lines = []
     for sid, target, want, actual in check_settings(root, entries):
-        lines.append("%s %s: expected %s, found %s" % (sid, target, want, "absent" if actual is None else actual))
+        lines.append("%s %s: expected %s, found %s" % (sid, target, _shown(want), "absent" if actual is None
+                                                        else _shown(actual)))
     if inventory:
         for key, want, actual in compare_inventory(inventory, read_facts(root)):
             origin = " (learned: the majority of group %s)" % learned[key] if key in learned else ""
@@ -564,40 +427,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         for line in lines:
             sys.stdout.write(line + "\n")
     return EXIT_DRIFT if lines else EXIT_CLEAN
-
-
-# ------------------------------------------------------------------------------------------------ rendering
-def script_text(shebang: str) -> str:
-    """This very file as the node's standalone checker, run by the ``shebang`` line (interpreter.shebang)."""
-    return shebang + _own_source()
-
-
-def functions_text(names: Tuple[str, ...]) -> str:
-    """The text of these top-level functions of this file, for a program rendered with them (nodetune-restore
-    carries irq_numbers so that it finds IRQs by the checker's very rule)."""
-    lines = _own_source().splitlines(True)
-    out = []
-    for name in names:
-        start = next(index for index, line in enumerate(lines) if line.startswith("def %s(" % name))
-        end = start + 1
-        while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t"):
-            end += 1  # the body and its blank lines, up to the next line at the left margin
-        out.append("".join(lines[start:end]).rstrip("\n") + "\n")
-    return "\n\n".join(out)
-
-
-def _own_source() -> str:
-    # Inside an Ansible module this file is imported from a zip archive: ask the loader, not the file system.
-    loader = globals().get("__loader__")
-    get_source = getattr(loader, "get_source", None)
-    if get_source is not None:
-        text = get_source(__name__)
-        if isinstance(text, bytes):  # ansible-test's import sanity loader gives bytes
-            text = text.decode("utf-8")
-        if text:
-            return text
-    with open(__file__) as handle:
-        return handle.read()
 
 
 if __name__ == "__main__":
