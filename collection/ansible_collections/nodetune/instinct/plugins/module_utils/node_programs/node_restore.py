@@ -42,7 +42,7 @@ PINNED_RECORD = "run/nodetune/irqs-pinned.json"  # which IRQ numbers the program
 
 class NodeFiles(object):
     """The node's files under ``root``, as the program reads and writes them (plain os calls; the lab replays the
-    same :func:`restore` through its simulated kernel instead: simboot.py)."""
+    same :func:`restore` on its simulated nodes, through their simulated kernel)."""
 
     def __init__(self, root: str) -> None:
         self.root = root
