@@ -189,7 +189,7 @@ print(json.dumps(out))
 # argv[3]: "cached" (as the module runs), or "fresh" (its structure store left out of discover: no cache read or kept).
 NOOP_CHILD = r"""
 import contextlib, io, json, resource, sys, time
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import node
 spent = {"discover_cpu_s": 0.0, "discoveries": 0, "hits": [], "affinities_cpu_s": 0.0}
 discover, read_affinities = node.discover, node.read_affinities
 def affinities(*args):  # the IRQ values the Layout and verify read after discovery (node.load)

@@ -32,9 +32,8 @@ EXPECTED = {"gpu_count": 8, "gpu_model": "MI300X", "compute_partition": "SPX", "
 
 
 def tuned_node(workdir):
-    from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+    from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, node
     from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files
-    from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
     from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 
     simkernel.install()  # the simulated node's writes are answered by the lab's kernel

@@ -208,7 +208,7 @@ class Finding:
         return {name: getattr(self, name) for name in _FINDING_KEYS}
 
 
-#: a finding's keys as module_utils/audit/finding.py orders them
+#: a finding's keys as module_utils/plan/finding.py orders them
 _FINDING_KEYS = ("id", "target", "expected", "actual", "status", "severity", "remedy", "source", "waiver")
 
 
@@ -506,6 +506,7 @@ def report(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     (the picture's drift and outliers sections, unless ``picture=False``) and the learned expectations
     (``learned/<host>.json``) are written there. Raises :class:`ReportError` before writing anything for a source
     that is no folder or holds no node report, or an output that is not a folder."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import markup_text
     from ansible_collections.nodetune.instinct.plugins.plugin_utils import fleet_reports
 
     given = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
@@ -535,7 +536,7 @@ def report(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         result.files, result.learned_files = fleet_reports.write_files(str(dest), outputs)
         if picture:
             page = dest / "fleet.html"
-            page.write_text(_fleet_page(outputs))
+            page.write_text(markup_text(_fleet_page(outputs)), encoding="utf-8")
             result.files = sorted([*result.files, str(page)])
     except OSError as exc:
         raise ReportError(f"the fleet reports could not be written into {str(dest)!r}: {exc}") from None

@@ -573,7 +573,7 @@ MAP_MAX_NODES = 60
 @dataclass(frozen=True)
 class NodeDrift:
     """One node's verify outcome, as the drift page needs it (built from nodetune.api's NodeResult): its findings,
-    or only their ``groups`` (module_utils/audit/finding.py ``group_findings``), which is all the page shows."""
+    or only their ``groups`` (module_utils/plan/finding.py ``group_findings``), which is all the page shows."""
 
     host: str
     status: str
@@ -582,7 +582,7 @@ class NodeDrift:
     groups: Sequence[Mapping[str, Any]] | None = None
 
     def drift_groups(self) -> list[Mapping[str, Any]]:
-        from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import group_findings
+        from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import group_findings
 
         groups = self.groups if self.groups is not None else group_findings([dict(f) for f in self.findings])
         return [g for g in groups if g.get("status") == "drift"]
@@ -591,7 +591,7 @@ class NodeDrift:
 def drift_records(result: Any) -> list[NodeDrift]:
     """NodeDrift records from a ``nodetune.verify()`` RunResult: each node's findings grouped per check id (the
     per-value findings are not kept: a fleet's would not fit)."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import group_findings
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import group_findings
 
     out = []
     for node in result.nodes.values():

@@ -25,8 +25,8 @@ MAX_DIFF_LINES = 200
 
 def compress_targets(targets: Iterable[str]) -> str:
     """``cpu0, cpu1, cpu2, cpu7`` -> ``cpu0-2,7``; ``cpu1/C2, cpu2/C2`` -> ``cpu1-2/C2``; others listed (the
-    reports' own compaction, module_utils/audit/finding.py)."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import compact_targets
+    reports' own compaction, module_utils/plan/finding.py)."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import compact_targets
 
     return compact_targets(targets)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import bootloader
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import bootloader
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from nodetune.cli import main

@@ -129,7 +129,7 @@ def run_inside(leader: int, code: str) -> dict:
 
 COMMON = """
 import json, os, subprocess
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import services
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import services
 
 def run(argv):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)

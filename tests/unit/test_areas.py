@@ -20,8 +20,8 @@ import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as declaration
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.tuning import AREAS, desired_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.tuning import AREAS, desired_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices

@@ -14,8 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import diff_view, engine
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import diff_view, engine, node
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.support.lab_vars import role_areas

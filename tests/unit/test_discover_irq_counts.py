@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import node
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover import topology
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import parse_interrupts
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.support.lab_vars import AREAS

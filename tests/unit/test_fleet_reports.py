@@ -15,7 +15,8 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import node_check, outliers, report
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit import outliers, report
+from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
 from ansible_collections.nodetune.instinct.plugins.plugin_utils import fleet_reports as fleet
 from ansible_collections.nodetune.instinct.plugins.plugin_utils import report_files
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode

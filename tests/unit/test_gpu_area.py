@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import rootfs
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import setting_findings
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check, rules
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
@@ -24,7 +25,6 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     od_range,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import journal
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 

@@ -20,37 +20,17 @@ MODULE_UTILS = REPO / "collection/ansible_collections/nodetune/instinct/plugins/
 PACKAGE = "ansible_collections.nodetune.instinct.plugins.module_utils"
 SRC = REPO / "src"
 
-# Which stage of module_utils may import which: each one the stages before it and itself. A stage is a module's
-# folder (foundations: the modules at the top of module_utils), unless STAGE_OF_MODULE says otherwise.
-FOUNDATIONS, DISCOVER, PLAN, APPLY, AUDIT = "foundations", "discover", "plan/areas", "apply", "audit"
-MAY_IMPORT = {
-    FOUNDATIONS: {FOUNDATIONS},
-    DISCOVER: {FOUNDATIONS, DISCOVER},
-    PLAN: {FOUNDATIONS, DISCOVER, PLAN},  # plan/ and areas/: tuning.py runs the builders, which build plan's Settings
-    APPLY: {FOUNDATIONS, DISCOVER, PLAN, APPLY},
-    AUDIT: {FOUNDATIONS, DISCOVER, PLAN, APPLY, AUDIT},
-}
-# node_programs/: the programs nodetune renders onto the node and the rules they share with verify (stdlib only)
-STAGE_OF_FOLDER = {"": FOUNDATIONS, "node_programs": FOUNDATIONS, "discover": DISCOVER, "plan": PLAN, "areas": PLAN,
+# Which stage of module_utils may import which: each one the stages before it and itself. A module's stage is its
+# folder (foundations: the modules at the top of module_utils, and node_programs/: the programs nodetune renders onto
+# the node and the rules they share with verify, stdlib only). The order is the data's: discover reads the node into
+# a Topology; plan/ holds what a plan is made of (Setting, Finding, the journal, the layout, how each kind of Setting
+# is read: services, boot loader, sysctl.d); areas/ build the Settings (tuning.py runs every builder); apply/ loads
+# a node's state (node.py) and writes it; audit/ reports on it. No exceptions and no module filed elsewhere.
+STAGES = ("foundations", "discover", "plan", "areas", "apply", "audit")
+FOUNDATIONS, DISCOVER, PLAN, AREAS, APPLY, AUDIT = STAGES
+MAY_IMPORT = {stage: set(STAGES[:index + 1]) for index, stage in enumerate(STAGES)}
+STAGE_OF_FOLDER = {"": FOUNDATIONS, "node_programs": FOUNDATIONS, "discover": DISCOVER, "plan": PLAN, "areas": AREAS,
                    "apply": APPLY, "audit": AUDIT}
-# Modules whose folder says a later stage than they are: what they import is of their own stage, and earlier stages
-# import them. Their own imports are held to that stage; a move into the right folder is for later.
-STAGE_OF_MODULE = {
-    "apply.services": (PLAN, "the state a service Setting's value holds (parse_state): setting.py compares it"),
-    "apply.bootloader": (PLAN, "a boot Setting's current value (setting.read_current) and the loader kernel_cmdline "
-                               "plans for"),
-    "apply.sysctl_boot": (PLAN, "systemd-sysctl's boot order, which the sysctl area and persist's warnings plan by"),
-    "apply.owned_paths": (PLAN, "whether a path is nodetune's to write (path_problem), which rocm_env asks"),
-    "audit.finding": (PLAN, "the Finding record: areas that check what they do not set (limits, slurm, "
-                            "kernel_cmdline) report Findings, apply's diff_view compacts their targets"),
-    "audit.check_ids": (PLAN, "finding.py refuses an unknown waiver id by it; it reads the ids as data"),
-    "audit.bios": (PLAN, "the platform of the GPUs and the amd_iommu= options kernel_cmdline plans by"),
-}
-# Imports against the direction that stay, each with why (the importer, the imported module).
-EXCEPTIONS = {
-    ("plan.node", "audit.inventory"): "the declared and learned inventory, validated before discovery "
-                                      "(validate, validate_learned) for the checker's files",
-}
 # The one import of module_utils outside the standard library, optional: waivers_file in YAML where PyYAML is there
 OPTIONAL_THIRD_PARTY = {("audit.audit", "yaml")}
 
@@ -165,8 +145,6 @@ def stage(name: str) -> str | None:
     """The stage of a module of module_utils (None for src/nodetune's)."""
     if not name.startswith(PACKAGE):
         return None
-    if short(name) in STAGE_OF_MODULE:
-        return STAGE_OF_MODULE[short(name)][0]
     parts = short(name).split(".") if name != PACKAGE else []
     folder = parts[0] if len(parts) > 1 or (parts and parts[0] in STAGE_OF_FOLDER) else ""
     return STAGE_OF_FOLDER[folder]
@@ -177,8 +155,6 @@ def direction_breaks(imports: Iterable[Import]) -> list[str]:
     for item in imports:
         mine, theirs = stage(item.importer), stage(item.imported)
         if mine is None or theirs is None or theirs in MAY_IMPORT[mine]:
-            continue
-        if (short(item.importer), short(item.imported)) in EXCEPTIONS:
             continue
         allowed = ", ".join(sorted(MAY_IMPORT[mine]))
         out.append(f"{item.where()} imports {short(item.imported)}: {short(item.importer)} ({mine}) may import "
@@ -220,27 +196,21 @@ def test_the_stages_import_in_one_direction() -> None:
 
 
 def test_every_exception_and_stage_of_a_module_is_still_needed() -> None:
-    """An exception that no import needs any more, or a module that is gone, leaves the table: it must stay short."""
-    edges = graph(all_imports())
-    pairs = set((short(a), short(b)) for a, targets in edges.items() for b in targets)
-    assert sorted(pair for pair in EXCEPTIONS if pair not in pairs) == []
-    names = set(short(name) for name in module_files())
-    assert sorted(name for name in STAGE_OF_MODULE if name not in names) == []
+    """An optional import that no module makes any more leaves the table: it must stay short."""
     imported = set(short(item.imported) for item in all_imports() if item.importer.startswith(PACKAGE))
     assert sorted(name for _module, name in OPTIONAL_THIRD_PARTY if name not in imported) == []
 
 
 # ------------------------------------------------------------------------------------------------ the checks work
 def test_the_checks_name_a_cycle_a_lazy_import_closes_and_a_wrong_direction(tmp_path: Path) -> None:
-    first = Import(PACKAGE + ".audit.finding", PACKAGE + ".audit.check_ids", MODULE_UTILS / "audit/finding.py", 69)
-    second = Import(PACKAGE + ".audit.check_ids", PACKAGE + ".audit.finding", MODULE_UTILS / "audit/check_ids.py", 3)
+    first = Import(PACKAGE + ".audit.waivers", PACKAGE + ".audit.check_ids", MODULE_UTILS / "audit/waivers.py", 69)
+    second = Import(PACKAGE + ".audit.check_ids", PACKAGE + ".audit.waivers", MODULE_UTILS / "audit/check_ids.py", 3)
     edges = graph([first, second])
     assert [describe_cycle(edges, loop) for loop in cycles(edges)] == [
-        f"audit.check_ids -> audit.finding ({second.where()}) -> audit.check_ids ({first.where()})"]
+        f"audit.check_ids -> audit.waivers ({second.where()}) -> audit.check_ids ({first.where()})"]
     upward = Import(PACKAGE + ".discover.cpu", PACKAGE + ".plan.layout", MODULE_UTILS / "discover/cpu.py", 5)
     assert direction_breaks([upward]) == [
-        f"{upward.where()} imports plan.layout: discover.cpu (discover) may import discover, foundations, not "
-        "plan/areas"]
+        f"{upward.where()} imports plan.layout: discover.cpu (discover) may import discover, foundations, not plan"]
     outside = Import(PACKAGE + ".parse", "yaml", MODULE_UTILS / "parse.py", 7)
     assert outside_imports([outside]) == [f"{outside.where()} imports yaml"]
 
@@ -251,7 +221,7 @@ def test_an_import_inside_a_function_is_an_edge() -> None:
     inner = next(node for node in ast.walk(ast.parse(render.read_text())) if getattr(node, "name", "") ==
                  "compress_targets")
     line = next(node.lineno for node in ast.walk(inner) if isinstance(node, ast.ImportFrom))
-    assert graph(all_imports())["nodetune.render"][PACKAGE + ".audit.finding"].line == line
+    assert graph(all_imports())["nodetune.render"][PACKAGE + ".plan.finding"].line == line
 
 
 # ------------------------------------------------------------------------------------------------ the cut's data

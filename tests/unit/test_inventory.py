@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, node
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import audit, bios, inventory
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover import devices as discover_devices
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import ATTR
 from ansible_collections.nodetune.lab.plugins.module_utils import simboot, simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root

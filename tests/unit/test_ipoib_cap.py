@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import setting_findings
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import journal
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from tests.support.specs import small_spec

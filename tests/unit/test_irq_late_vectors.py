@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, node
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import irq as area_irq
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import verify
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import parse_interrupts
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.lab.plugins.module_utils import simboot, simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root
 

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import bootloader, engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, node
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import kernel_cmdline as area_kernel_cmdline
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import audit, bios, report, verify
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import Finding
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover import cmdline
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import bootloader
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import Finding
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simbootloader, simnode

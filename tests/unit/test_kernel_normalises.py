@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import sysctl as area_sysctl
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import OK
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import verify_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import read_irqs
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import OK
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import SystemdServices
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import limits as area_limits
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import health
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.services import SystemdServices
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode, simservices
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import sim_root

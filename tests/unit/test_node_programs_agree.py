@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import DRIFT
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import setting_findings
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check, render
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import DRIFT
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 from hypothesis import HealthCheck, given, settings

@@ -309,8 +309,7 @@ def test_the_next_apply_writes_the_learned_expectation_and_the_checker_fails(los
     import subprocess
     import sys
 
-    from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
-    from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
+    from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, node
 
     from tests.support.lab_vars import AREAS
 

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, services
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, node
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import services
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import CPULIST, Setting
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 

@@ -189,7 +189,7 @@ def test_prometheus_never_repeats_a_label_set() -> None:
 
 
 def test_group_findings_one_entry_per_id_with_compact_targets() -> None:
-    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import compact_targets, group_findings
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import compact_targets, group_findings
 
     assert compact_targets(["cpu0", "cpu1", "cpu2", "cpu7", "cpu1/C2", "cpu2/C2", "irq 40", "irq 41",
                             "0000:05:00.0", "nvme0n1", "nvme1n1"]) == \

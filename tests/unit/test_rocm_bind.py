@@ -24,12 +24,11 @@ from typing import Any
 import pytest
 import yaml
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, node
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rank_bind
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import verify
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist, parse_cpulist
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode

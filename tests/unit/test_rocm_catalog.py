@@ -18,8 +18,8 @@ import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rocm_catalog
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.tuning import desired_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.tuning import desired_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rocm_catalog
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.tuning import desired_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.tuning import desired_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 
 DEFAULTS = {name: areas.defaults("rocm_env")[name] for name in areas.area_variables("rocm_env")}

@@ -15,8 +15,8 @@ from pathlib import Path
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rank_bind
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.tuning import desired_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.tuning import desired_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 
 from tests.unit import topogen

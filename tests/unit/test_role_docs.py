@@ -12,8 +12,8 @@ import pytest
 import yaml
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import builders as _builders
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas import tuning
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import check_ids
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import tuning
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))

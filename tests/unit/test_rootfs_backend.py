@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import rootfs
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import services
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import services
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.lab_backend import module_for
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices

@@ -31,13 +31,12 @@ from typing import Any
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils import rootfs
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, node
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.declarations import TAGS as AREA_TAGS
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import audit, verify
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.bios import BiosConfigError
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import WaiverError
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.waivers import WaiverError
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpulist, parse_cpumask
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting, SettingError
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import InvalidValueError, NodeFileError, Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
@@ -288,13 +287,66 @@ def test_bad_input_is_refused_before_any_write(pristine: Path, case: dict[str, A
 EXPECTED["bad inputs refused before any write"] = len(BAD_INPUTS)
 
 
+# Issue 40 item 2: nodetune_slurm_gres_path named any absolute path (the journal: revert could never finish; /etc/shadow
+# replaced). Now Slurm's configuration folders only, unless nodetune_slurm_gres_path_anywhere; never nodetune's own.
+ANYWHERE = {"nodetune_slurm_gres_path_anywhere": True}
+GRES_PATHS = [
+    ("the journal", {"nodetune_slurm_gres_path": "/var/lib/nodetune/journal.json"}, "nodetune's own folder"),
+    ("the journal, anywhere", {"nodetune_slurm_gres_path": "/var/lib/nodetune/journal.json", **ANYWHERE},
+     "nodetune's own folder"),
+    ("the structure cache", {"nodetune_slurm_gres_path": "/var/lib/nodetune/topology-structure.json", **ANYWHERE},
+     "nodetune's own folder"),
+    ("a boot-restore file", {"nodetune_slurm_gres_path": "/etc/nodetune/boot-restore.d/smt.json", **ANYWHERE},
+     "nodetune's own folder"),
+    ("nodetune-restore, anywhere", {"nodetune_slurm_gres_path": "/usr/local/sbin/nodetune-restore", **ANYWHERE},
+     "nodetune gives its own programs"),
+    ("/etc/shadow", {"nodetune_slurm_gres_path": "/etc/shadow"}, "it is outside Slurm's configuration folders"),
+    ("/etc/shadow, anywhere", {"nodetune_slurm_gres_path": "/etc/shadow", **ANYWHERE}, "nodetune did not create it"),
+    ("a new file outside Slurm's folders", {"nodetune_slurm_gres_path": "/etc/gres.conf"},
+     "it is outside Slurm's configuration folders"),
+    ("anywhere not a boolean", {"nodetune_slurm_gres_path_anywhere": "yes"}, "expected true or false"),
+]
+
+
+def with_slurm(**variables: Any) -> dict[str, Any]:
+    """The lab's areas and the slurm area, its gres.conf fragment written whether or not the node has a slurm.conf."""
+    areas = json.loads(json.dumps(AREAS))
+    areas["slurm"] = {"nodetune_slurm_enabled": True, "nodetune_slurm_gres": "always", **variables}
+    return areas
+
+
+@pytest.mark.parametrize(("variables", "says"), [c[1:] for c in GRES_PATHS], ids=[c[0] for c in GRES_PATHS])
+def test_a_gres_path_outside_slurms_folders_or_of_nodetune_is_refused_before_any_write(
+        pristine: Path, variables: dict[str, Any], says: str, record_property: Callable[[str, Any], None]) -> None:
+    before = stat_of(pristine)
+    with pytest.raises(REFUSALS) as info:
+        tune(pristine, with_slurm(**variables))
+    message = str(info.value)
+    name, value = next(iter(variables.items()))
+    assert f"{name}={value!r} is not valid" in message and says in message, message
+    assert differences(before, stat_of(pristine)) == []
+    FIGURES["gres paths refused before any write"] += 1
+    record_property("refused", message[:300])
+
+
+EXPECTED["gres paths refused before any write"] = len(GRES_PATHS)
+
+
+def test_the_gres_path_takes_slurms_folders_and_anywhere_a_new_file(pristine: Path) -> None:
+    """What stays allowed: the default, a gres.conf to take over, a subfolder of /etc/slurm-llnl; with the opt-in a
+    new file in another folder (checked by the planner only: nothing is written)."""
+    for variables in ({}, {"nodetune_slurm_gres_path": "/etc/slurm/gres.conf"},
+                      {"nodetune_slurm_gres_path": "/etc/slurm-llnl/gres.d/nodetune.conf"},
+                      {"nodetune_slurm_gres_path": "/usr/local/etc/slurm/nodetune-gres.conf", **ANYWHERE}):
+        state = node.load(str(pristine), with_slurm(**variables), {})
+        path = variables.get("nodetune_slurm_gres_path", "/etc/slurm/nodetune-gres.conf")
+        assert [s.path for s in state.settings if s.id == "slurm.gres"] == [path[1:]]
+
+
 def test_a_waiver_expires_on_a_date_written_one_way() -> None:
     """Issue 23 item 6: the error names the waiver, the key and the value; a YAML date is taken as it is."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import (
-        Finding,
-        apply_waivers,
-        validate_waivers,
-    )
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit.waivers import apply_waivers, validate_waivers
+    from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import Finding
 
     with pytest.raises(WaiverError) as info:
         validate_waivers([{"id": "bios.iommu", "reason": "r", "expires": 20260204}])
@@ -1048,6 +1100,177 @@ def test_the_tune_module_and_the_api_name_what_is_gone(tmp_path: Path, lab: dict
     node = api.NodeResult(host="node")
     api._absorb(node, api._TUNE, result)
     assert node.gone == result["gone"] == node.notes and not (dest / engine.JOURNAL).exists()
+
+
+# ------------------------------------------------------------------------------------------------ hostile report files
+# Issue 40 item 1: ``nodetune report`` (and the run_once fleet report, which reads files the same way) over report
+# files anyone could have put there. Each case: one hostile ``nodes/x.json`` beside a good drifted node; the file is
+# named, its node failed, the rest of the report built. In a process of its own with 1 GiB and 120 seconds: a FIFO
+# blocked the report forever, a copy of /dev/zero was read until the kernel's OOM killer ended it.
+def report_dict(host: str, drift: bool = False, **changes: Any) -> dict[str, Any]:
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import report
+
+    finding = {"id": "cpu.governor", "target": "cpu0", "expected": "performance",
+               "actual": "powersave" if drift else "performance", "status": "drift" if drift else "ok",
+               "severity": "medium", "remedy": "apply --tags cpu" if drift else "", "source": "setting", "waiver": None}
+    return {**report.node_report(host, [finding], {}, timestamp=1700000000.0), **changes}
+
+
+def json_file(data: Any) -> Callable[[Path], Any]:
+    return lambda path: path.write_text(json.dumps(data))
+
+
+def sparse_file(size: int) -> Callable[[Path], None]:
+    def write(path: Path) -> None:
+        with path.open("wb") as handle:
+            handle.truncate(size)
+
+    return write
+
+
+NOT_A_REPORT = "is not a nodetune node report ("
+HOSTILE_REPORTS = [
+    ("a FIFO", os.mkfifo, "is a FIFO, not a regular file: skipped, not read"),
+    ("a link to /dev/zero", lambda path: path.symlink_to("/dev/zero"), "is a symbolic link, not a regular file"),
+    ("past the size cap", sparse_file((64 << 20) + 1), "is larger than the 67108864 bytes nodetune reads of a file"),
+    ("JSON nested 200,000 deep", lambda path: path.write_text("[" * 200000), "is not valid JSON (nested too deeply)"),
+    ("timestamp 1e400", lambda path: path.write_text(json.dumps(report_dict("x")).replace("1700000000.0", "1e400")),
+     "is not valid JSON (the number 1e400 is out of range)"),
+    ("timestamp 1e300", json_file(report_dict("x", timestamp=1e300)),
+     NOT_A_REPORT + "its timestamp is no time from 1970 to 9999"),
+    ("findings of the wrong types", json_file(report_dict("x", findings=[1, "x", {"id": ["cpu"], "status": "ok"}])),
+     NOT_A_REPORT + "a finding is not a mapping with a text id and status"),
+    ("checks of the wrong types", json_file({**report_dict("x", findings=None), "checks": [{"id": 5, "counts": []}]}),
+     NOT_A_REPORT + "a check is not a mapping with the texts, counts and number of findings"),
+    ("an inventory of the wrong type", json_file(report_dict("x", inventory={"versions": "6.8"})),
+     NOT_A_REPORT + "its inventory is not a mapping of plain values"),
+]
+
+
+def report_cli(*args: str) -> Any:
+    """``nodetune report ARGS`` in a process of its own, with 1 GiB of address space and 120 seconds."""
+    import resource
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo / "src"), str(repo / "collection")]))
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    return subprocess.run([sys.executable, "-m", "nodetune.cli", "report", *args], capture_output=True, text=True,
+                          env=env, timeout=120, preexec_fn=limit, check=False)
+
+
+def hostile_report(folder: Path, plant: Callable[[Path], Any], says: str) -> str:
+    """Plant ``nodes/x.json`` beside a good drifted node, run the report, check it; returns what it printed."""
+    from xml.etree import ElementTree
+
+    from ansible_collections.nodetune.instinct.plugins.plugin_utils import report_files
+
+    (folder / "nodes").mkdir()
+    report_files.write_report(str(folder / "nodes/good.json"), report_files.with_checks(report_dict("good", True)))
+    bad = folder / "nodes" / "x.json"
+    plant(bad)
+    done = report_cli(str(folder), "-o", str(folder / "out"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.stdout.startswith("nodetune verify: 2 node(s): 0 clean, 1 drifted, 1 failed\n"), done.stdout
+    assert f"unreadable report {bad} (node x failed): {says}" in done.stdout, done.stdout
+    summary = json.loads((folder / "out/summary.json").read_text())
+    assert summary["drifted"] == {"good": ["cpu.governor"]} and [u["file"] for u in summary["unreadable"]] == [str(bad)]
+    ElementTree.parse(folder / "out/junit.xml")
+    return done.stdout
+
+
+@pytest.mark.parametrize(("plant", "says"), [c[1:] for c in HOSTILE_REPORTS], ids=[c[0] for c in HOSTILE_REPORTS])
+def test_a_hostile_report_file_is_named_and_the_rest_of_the_report_built(
+        tmp_path: Path, plant: Callable[[Path], Any], says: str, record_property: Callable[[str, Any], None]) -> None:
+    printed = hostile_report(tmp_path, plant, says)
+    FIGURES["hostile report files named, the rest built"] += 1
+    record_property("named", printed.splitlines()[-6:])
+
+
+EXPECTED["hostile report files named, the rest built"] = len(HOSTILE_REPORTS)
+
+
+def test_a_copy_of_dev_zero_is_skipped_not_read(tmp_path: Path) -> None:
+    """The character device itself (``cp -a /dev/zero``), where this process may create one."""
+    import stat
+
+    def plant(path: Path) -> None:
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))
+        except PermissionError:
+            pytest.skip("creating a character device needs CAP_MKNOD")
+
+    hostile_report(tmp_path, plant, "is a character device, not a regular file: skipped, not read")
+
+
+def test_control_characters_of_a_report_are_escaped_in_every_text_output(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A node name that drives the terminal, forges a line or holds NUL, and one with a lone surrogate, in the
+    printed lines, junit.xml (valid XML) and fleet.prom as Python escapes; summary.json keeps them as data."""
+    from xml.etree import ElementTree
+
+    from nodetune.cli import main
+
+    evil, odd = "a\x1b]0;x\x07\x1b[2J\nforged\x00", "b\r\u2028\ud800"
+    (tmp_path / "nodes").mkdir()
+    (tmp_path / "nodes/evil.json").write_text(json.dumps(report_dict(evil, True)))
+    (tmp_path / "nodes/odd.json").write_text(json.dumps({"node": odd, "outcome": "failed", "timestamp": 1.0,
+                                                         "message": "unreachable\x1b[2J\nforged: ok"}))
+    out = tmp_path / "out"
+    assert main(["report", str(tmp_path), "-o", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert all(line.isprintable() for line in printed.split("\n")), printed
+    assert "drifted: a\\x1b]0;x\\x07\\x1b[2J\\nforged\\x00\n" in printed
+    assert "failed: b\\r\\u2028\\ud800\n" in printed
+    suites = {s.get("name"): s for s in ElementTree.parse(out / "junit.xml").getroot().iter("testsuite")}
+    # XML holds a line feed and a carriage return (as character references); the rest is escaped
+    assert set(suites) == {"a\\x1b]0;x\\x07\\x1b[2J\nforged\\x00", "b\r\\u2028\\ud800"}
+    assert "unreachable\\x1b[2J\nforged: ok" in ElementTree.tostring(suites["b\r\\u2028\\ud800"], encoding="unicode")
+    assert all(line.isprintable() for line in (out / "fleet.prom").read_text().splitlines())
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["drifted"]) == [evil] and list(summary["failed"]) == [odd]
+
+
+def without_blocking(call: Callable[[], Any], fifo: Path, seconds: float = 10.0) -> Any:
+    """``call()``; where it blocks on ``fifo`` the test fails (the FIFO opened for writing releases the thread)."""
+    import threading
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(seconds)
+        pytest.fail(f"blocked on the FIFO {fifo}")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def test_the_tune_and_verify_actions_skip_a_held_report_or_learned_file_that_is_a_fifo(tmp_path: Path) -> None:
+    """The controller reads a node's report (held findings) and learned expectation at every verify and apply:
+    the same helper (report_files.read_regular) opens them."""
+    from ansible_collections.nodetune.instinct.plugins.plugin_utils import report_files
+
+    fifo = tmp_path / "n1.json"
+    os.mkfifo(fifo)
+    assert without_blocking(lambda: report_files.held_report(str(fifo)), fifo) == (None, None)
+    with pytest.raises(ValueError, match="cannot be read on the controller: it is a FIFO, not a regular file"):
+        without_blocking(lambda: report_files.read_learned(str(fifo)), fifo)
+    assert without_blocking(lambda: report_files.keep_learned(str(fifo), {"expected": {}}, "write"), fifo)
+    assert fifo.is_file() and json.loads(fifo.read_text())["version"] == report_files.LEARNED_VERSION
 
 
 # ------------------------------------------------------------------------------------------------ the catalogue

@@ -8,13 +8,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, services
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.persist import (
     SCRIPT_FILE,
     UNIT,
     UNIT_FILE,
     UNIT_TEXT,
 )
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import services
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import FILE, INT, SERVICE, Setting
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 

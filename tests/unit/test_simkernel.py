@@ -9,9 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, node
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpulist
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root, use_backend
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simkernel import kernel_cpumask, sim_root

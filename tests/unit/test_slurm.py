@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import slurm as area_slurm
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import DRIFT, OK
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import verify_settings
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_cpulist, parse_key_value
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import layout
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import DRIFT, OK
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode

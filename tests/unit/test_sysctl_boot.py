@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import sysctl_boot
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import sysctl_boot
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import FILE, INT, Setting
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 

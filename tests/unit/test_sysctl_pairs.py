@@ -13,10 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, node
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import verify
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import OK
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import OK
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 

@@ -98,7 +98,7 @@ def test_every_real_capture_discovers_the_same_with_its_structure_kept(tmp_path:
 
 def test_a_tuned_node_takes_every_kept_section_and_the_same_plan(node: Path, simulated_kernel: Any) -> None:
     from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
-    from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node as node_mod
+    from ansible_collections.nodetune.instinct.plugins.module_utils.apply import node as node_mod
 
     state = node_mod.load(str(node), AREAS, {})
     engine.apply(state.root, state.settings, services=state.services)  # siblings offline, affinities pinned

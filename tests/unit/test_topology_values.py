@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import node as node_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import verify as verify_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover import irq as irq_mod
@@ -29,7 +30,6 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq imp
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import layout as layout_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node as node_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from hypothesis import given, settings
 from hypothesis import strategies as st

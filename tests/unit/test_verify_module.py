@@ -15,10 +15,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply import engine, node
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import bios, health, verify
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import apply_waivers, validate_waivers
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan import node
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.waivers import apply_waivers, validate_waivers
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 from ansible_collections.nodetune.lab.plugins.module_utils.simservices import SimServices

@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     from nodetune import api
     from nodetune.commands._shared import fail
+    from nodetune.render import plain_cell
 
     try:
         result = api.report(args.sources, args.output, top=args.top, suite_name=args.suite_name)
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str))
         for item in result.unreadable:  # the summary's text says it too, without --json
-            print(f"nodetune report: unreadable {item['file']}: {item['error']}", file=sys.stderr)
+            print(plain_cell(f"nodetune report: unreadable {item['file']}: {item['error']}"), file=sys.stderr)
     else:
         for line in result.summary["text"]:
             print(line)

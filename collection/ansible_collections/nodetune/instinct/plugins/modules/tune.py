@@ -277,9 +277,13 @@ from ansible_collections.nodetune.instinct.plugins.module_utils import failures
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import infiniband
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover import structure as structure_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import services as services_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import services as services_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import LayoutError
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import layout_summary, load, with_managed_cpus
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.node import (
+    layout_summary,
+    load,
+    with_managed_cpus,
+)
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 

@@ -254,7 +254,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.audit import aud
 from ansible_collections.nodetune.instinct.plugins.module_utils import failures
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import StructureStore
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import LayoutError
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import load
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.node import load
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import SettingError
 

@@ -40,9 +40,9 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.audit import rep
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import transport
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import (
     escape_label,
+    markup_text,
     plain_text,
     report_file_name,
-    xml_text,
 )
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import (
     SkippedFile,
@@ -265,7 +265,7 @@ def _read_entry(path: str) -> Entry:
         if data is None:
             data = loads(text)
     except SkippedFile as exc:
-        return _unreadable(host, path, "is %s (skipped, not read)" % exc.what)
+        return _unreadable(host, path, "is %s: skipped, not read" % exc.what)
     except (IOError, OSError) as exc:
         return _unreadable(host, path, "cannot be read: %s" % (exc.strerror or exc))
     except UnicodeDecodeError as exc:
@@ -279,17 +279,17 @@ def _read_entry(path: str) -> Entry:
     problem = _report_problem(data)
     if problem:
         return _unreadable(host, path, "is not a nodetune node report (%s)" % problem)
-    if isinstance(data.get("node"), str) and data["node"]:
+    if data.get("node"):
         host = data["node"]
     run = data.get(RUN_KEY) if isinstance(data.get(RUN_KEY), dict) else None
     if run is not None:  # what the summary's runs show of it, as text and number only
-        run = {"id": str(run.get("id")) if run.get("id") is not None else None, "time": run.get("time"),
-               "controller": plain_text(run["controller"]) if isinstance(run.get("controller"), str) else None,
+        run = {"id": run["id"] if isinstance(run.get("id"), (str, int)) else None, "time": run.get("time"),
+               "controller": run["controller"] if isinstance(run.get("controller"), str) else None,
                "started": run["started"] if _is_time(run.get("started")) else None}
     groups = data.get(GROUPS_KEY)
     groups = dict((str(k), int(v)) for k, v in groups.items() if isinstance(v, int)) if isinstance(groups, dict) \
         else {}
-    stamp = data.get("timestamp")
+    stamp = float(data["timestamp"]) if data.get("timestamp") is not None else None
     if data.get("outcome") == FAILED_OUTCOME:
         result = {"failed": True, "msg": str(data.get("message") or "failed")}  # type: Any
     else:
@@ -301,7 +301,7 @@ def _read_entry(path: str) -> Entry:
     if not all(_shallow(group.get(key)) for group in digest[0]["groups"] for key in _VALUES):
         return _unreadable(host, path, "is not a nodetune node report (a value nested deeper than %d levels)"
                            % _DEPTH)
-    return Entry(host, None, report_time(data), run, groups, path, stamp, digest=digest)
+    return Entry(host, result, report_time(data), run, groups, path, stamp, digest=digest)
 
 
 # The latest time a report may give: 9999-12-31 (a later one is no date).
@@ -329,13 +329,17 @@ def _shallow(value: Any, depth: int = _DEPTH) -> bool:
 
 def _report_problem(data: Dict[str, Any]) -> Optional[str]:
     """What of a decoded report file the fleet report cannot take, in a few words, or None: its times must be
-    dates, its findings (or its checks, finding.group_findings) of the types nodetune writes, its inventory a
-    mapping of plain values. A file is anyone's: nothing of it may reach the outputs as a traceback."""
+    dates, its texts texts, its findings (or its checks, finding.group_findings) of the types nodetune writes, its
+    inventory a mapping of plain values. A file is anyone's: nothing of it may reach the outputs as a traceback."""
     run = data.get(RUN_KEY)
     for name, value in (("timestamp", data.get("timestamp")),
                         ("run time", run.get("time") if isinstance(run, dict) else None)):
         if value is not None and not _is_time(value):
-            return "its %s %s is no time from 1970 to 9999" % (name, plain_text(json.dumps(value))[:40])
+            shown = repr(value)[:24] if isinstance(value, (int, float)) else "a %s" % type(value).__name__
+            return "its %s is no time from 1970 to 9999: %s" % (name, shown)
+    for name in ("node", "generated_at", "message"):
+        if data.get(name) is not None and not isinstance(data[name], str):
+            return "its %s is not a text" % name
     findings = data.get("findings")
     if isinstance(findings, list):
         if not all(type(f) is dict and type(f.get("id")) is str and type(f.get("status")) is str for f in findings):
@@ -348,7 +352,7 @@ def _report_problem(data: Dict[str, Any]) -> Optional[str]:
                     and all(_is_count(n) for n in counts.values())):
                 return "a check is not a mapping with the texts, counts and number of findings nodetune writes"
     inventory = data.get("inventory")
-    if inventory is not None and not (isinstance(inventory, dict) and _shallow(inventory, 2)
+    if inventory is not None and not (isinstance(inventory, dict) and _shallow(inventory)
                                       and isinstance(inventory.get("versions") or {}, dict)):
         return "its inventory is not a mapping of plain values"
     return None
@@ -512,7 +516,7 @@ def build(entries: Iterable[Entry], top: int = 10, suite_name: str = "nodetune v
                                                      + _source_lines(summary["runs"], unreadable, disagree))]
     out.summary = summary
     junit = report_mod.junit_xml({}, suite_name=suite_name, digests=digests)
-    out.junit = xml_text(outliers_mod.add_to_junit(junit, out.outliers))
+    out.junit = markup_text(outliers_mod.add_to_junit(junit, out.outliers))
     out.prometheus = prometheus_text(digests, out.outliers, sources, now)
     out.digests = digests
     return out

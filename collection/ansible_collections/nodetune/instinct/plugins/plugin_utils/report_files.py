@@ -11,8 +11,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import json
+import math
 import os
+import stat
 import tempfile
 
 from ansible.errors import AnsibleError
@@ -20,12 +23,98 @@ from ansible.errors import AnsibleError
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory as inventory_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import outliers as outliers_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import transport
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import group_findings
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import group_findings
 from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import report_file_name
 
 LEARNED_DIR = "learned"
 LEARNED_VERSION = 1
+#: the most nodetune reads of one file it did not write in this run (a full-size node's report: about 1.3 MB)
+MAX_READ_BYTES = 64 << 20
+
+
+# ------------------------------------------------------------------------------------------------ reading
+# Every file the controller reads that it did not write in this run (node reports, failure records, learned files)
+# may be anything: a link, a FIFO (opened for reading, it blocks until a writer comes), a device (/dev/zero reads
+# without end), a file of gigabytes, JSON nested past the recursion limit or with 1e400 in it.
+class SkippedFile(OSError):
+    """A file nodetune does not read: ``what`` it is (not a regular file, or larger than :data:`MAX_READ_BYTES`)."""
+
+    def __init__(self, code, what):
+        super(SkippedFile, self).__init__(code, "it is %s: skipped, not read" % what)
+        self.what = what
+
+    def __str__(self):
+        return self.strerror
+
+
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(mode):
+    kind = next((name for test, name in _KINDS if test(mode)), "something else")
+    return SkippedFile(errno.EINVAL, "%s, not a regular file" % kind)
+
+
+def read_regular(path, limit=None):
+    """The bytes of the regular file at ``path``, at most ``limit`` of them (default :data:`MAX_READ_BYTES`); a link
+    is not followed, a FIFO not waited on, a device not read (never opened, and checked again on the open file).
+    Raises SkippedFile, or the OSError of the open or read (FileNotFoundError where there is no file)."""
+    limit = MAX_READ_BYTES if limit is None else limit
+    mode = os.lstat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise _not_regular(mode)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link swapped in since the lstat
+            raise _not_regular(stat.S_IFLNK) from None
+        raise
+    try:
+        held = os.fstat(fd)
+        if not stat.S_ISREG(held.st_mode):  # swapped since the lstat
+            raise _not_regular(held.st_mode)
+        chunks = []
+        left = limit + 1 if held.st_size <= limit else 0
+        while left > 0:  # to the end, or one byte past the limit (a file that grows while it is read)
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    if left <= 0:
+        raise SkippedFile(errno.EFBIG, "larger than the %d bytes nodetune reads of a file (%d bytes)"
+                          % (limit, max(held.st_size, limit + 1)))
+    return b"".join(chunks)
+
+
+def _finite(text):
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("the number %s is out of range" % text[:40])
+    return value
+
+
+def _no_constant(name):
+    raise ValueError("%s is not a JSON number" % name)
+
+
+def loads(text):
+    """json.loads for a file nodetune did not write in this run: a number out of range (1e400), NaN, Infinity or
+    nesting past the recursion limit is a ValueError as any other invalid JSON, not a value or a traceback."""
+    try:
+        return json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def read_json(path):
+    """The decoded JSON of the regular file at ``path`` (:func:`read_regular`, :func:`loads`). Raises OSError
+    (SkippedFile, FileNotFoundError) or ValueError (not UTF-8, not valid JSON)."""
+    return loads(read_regular(path).decode("utf-8"))
 
 
 def expand_findings(result, findings=None):
@@ -51,8 +140,7 @@ def held_report(path):
     The action plugins pass the digest to the module (``known_findings``) and keep the text for
     :func:`finish_audit`."""
     try:
-        with open(path, "rb") as handle:
-            text = handle.read().decode("utf-8")
+        text = read_regular(path).decode("utf-8")
     except (IOError, OSError, UnicodeDecodeError):
         return None, None
     at = text.find(_DIGEST_LINE)
@@ -222,7 +310,8 @@ def write_text(path, text):
     os.makedirs(directory, 0o755, exist_ok=True)  # the forks of one play write their nodes' reports at once
     handle, tmp = tempfile.mkstemp(prefix=".nodetune-report-", dir=directory)
     try:
-        with os.fdopen(handle, "w") as out:
+        # a lone surrogate (JSON can hold one) as its escape: in a JSON string the same text, not a traceback
+        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as out:
             out.write(text)
         os.chmod(tmp, 0o644)
         os.rename(tmp, path)
@@ -244,16 +333,13 @@ def learned_path(report_dir, host):
 def read_learned(path):
     """The learned expectation kept at ``path`` (``expected`` and ``groups``, as inventory.validate_learned takes
     them), or None where there is none; raises ValueError naming the file and what is wrong with it."""
-    try:
-        with open(path) as handle:
-            text = handle.read()
-    except (IOError, OSError) as exc:
-        if not os.path.exists(path):
-            return None
-        raise ValueError("the learned inventory %s cannot be read on the controller: %s" % (path, exc)) from None
     remove = "(written by the fleet report of a verify run: remove it, and the next verify learns again)"
     try:
-        data = json.loads(text)
+        data = read_json(path)
+    except FileNotFoundError:
+        return None
+    except (IOError, OSError) as exc:
+        raise ValueError("the learned inventory %s cannot be read on the controller: %s" % (path, exc)) from None
     except ValueError as exc:
         raise ValueError("the learned inventory %s is not valid JSON (%s) %s" % (path, exc, remove)) from None
     if not isinstance(data, dict) or data.get("version") != LEARNED_VERSION:
@@ -280,9 +366,8 @@ def keep_learned(path, learned, action):
         return False
     text = json.dumps(dict(learned, version=LEARNED_VERSION), indent=1, sort_keys=True) + "\n"
     try:
-        with open(path) as handle:
-            if handle.read() == text:
-                return False
+        if read_regular(path) == text.encode("utf-8"):
+            return False
     except (IOError, OSError):
         pass
     write_text(path, text)
@@ -294,12 +379,9 @@ def add_learned_to_report(path, findings):
     (outliers.with_learned); nothing where the run wrote no report for the node. Returns whether it was
     rewritten."""
     try:
-        with open(path) as handle:
-            report = json.load(handle)
-    except (IOError, OSError):
-        if not os.path.exists(path):
-            return False
-        raise
+        report = read_json(path)
+    except FileNotFoundError:
+        return False
     except ValueError as exc:
         raise IOError("the report %s is not valid JSON: %s" % (path, exc)) from None
     updated = outliers_mod.with_learned(report, findings)

@@ -26,7 +26,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas.persist im
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_restore
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import RUN_UNITS, WANTS
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.services import RUN_UNITS, WANTS
 
 
 def run_boot_restore(root: Root) -> Dict[str, Any]:

@@ -28,7 +28,7 @@ import re
 import subprocess
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import bootloader
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import bootloader
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover import cmdline
 
 MARKER = ".nodetune-simnode.json"

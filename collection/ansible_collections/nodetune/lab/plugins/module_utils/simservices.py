@@ -26,7 +26,7 @@ import os
 import zlib
 from typing import Any, Callable, Dict, List, Optional
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.services import (
     RUN_UNITS,
     UNIT_DIRS,
     WANTS,

@@ -26,7 +26,7 @@ import json
 import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import compact_targets
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import compact_targets
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
 
 #: rendered lines of one node's diff at most (``--- ``/``+++ ``/``@@`` lines included)

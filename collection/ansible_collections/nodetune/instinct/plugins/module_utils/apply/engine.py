@@ -21,9 +21,8 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import bootloader
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import checker_files
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas.sysctl import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import bootloader
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.sysctl_boot import (
     KERNEL_PAIRS,
     pair_problem,
     pair_restore,
@@ -35,7 +34,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import (
     sha256_text,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import _classify as classify_os_error
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import format_state, parse_state
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.services import format_state, parse_state
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import rules
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import parse_choice
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.journal import (
@@ -277,7 +276,7 @@ def _snapshot(root: Root, setting: Setting, services: Any) -> Dict[str, Any]:
 
 
 def _snapshot_partner(root: Root, setting: Setting) -> Optional[Tuple[str, Dict[str, Any]]]:
-    """The other form of an exclusive pair (area_sysctl.KERNEL_PAIRS) that writing ``setting`` changes: its path and
+    """The other form of an exclusive pair (sysctl_boot.KERNEL_PAIRS) that writing ``setting`` changes: its path and
     snapshot, journaled with it so that revert can put the pair back (None for any other Setting)."""
     partner = KERNEL_PAIRS.get(setting.path) if setting.kind == ATTR else None
     value = root.read(partner) if partner else None
@@ -518,7 +517,7 @@ def apply(root: Root, settings: List[Setting], check_mode: bool = False, service
             done.append(action)
         _note_unchanged_files(root, settings, baseline)
         checked = unconfirmed(root, [a.setting for a in done], services)
-        for action in _check_files_at_effective(root, settings, done, checked, services):
+        for action in _at_effective(root, settings, done, checked, services):
             key = _baseline_key(action.setting)
             if key not in before_run:  # not written earlier in this run: its baseline goes to disk first
                 before_run[key] = _snapshot(root, action.setting, services)
@@ -590,11 +589,12 @@ def _note_unchanged_files(root: Root, settings: List[Setting], baseline: Dict[st
             snap["sha256"] = sha256_text(setting.value)
 
 
-def _check_files_at_effective(root: Root, settings: List[Setting], done: List[Action],
-                              checked: List[Dict[str, Any]], services: Any) -> List[Action]:
-    """The check.expected files to rewrite with the values the kernel kept of this run's writes, for the Settings
+def _at_effective(root: Root, settings: List[Setting], done: List[Action], checked: List[Dict[str, Any]],
+                  services: Any) -> List[Action]:
+    """The Settings to write again now that the kernel kept other values of this run's writes, for the Settings
     whose builder verifies them at that value (Setting.effective_ok: a capped IPoIB MTU, a pending memory
-    partition), so that the next run has nothing to change."""
+    partition): each Setting's own at_effective hook says how it changes (the node-local checker's expectations), so
+    that the next run has nothing to change."""
     verified_at_effective = set(a.setting.uid for a in done if a.setting.effective_ok)
     effective = dict(((item["id"], item["target"]), item["actual"]) for item in checked
                      if "%s[%s]" % (item["id"], item["target"]) in verified_at_effective
@@ -604,7 +604,7 @@ def _check_files_at_effective(root: Root, settings: List[Setting], done: List[Ac
     before = dict((a.setting.uid, a.before) for a in done)
     out = []
     for setting in settings:
-        patched = checker_files.at_effective(setting, effective)
+        patched = setting.at_effective(setting, effective) if setting.at_effective is not None else None
         if patched is not None and read_current(root, patched, services) != desired(patched):
             out.append(Action(patched, before.get(setting.uid, read_current(root, setting, services)),
                               desired(patched)))

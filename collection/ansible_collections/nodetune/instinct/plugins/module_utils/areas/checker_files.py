@@ -16,7 +16,7 @@ import json
 from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import parse_state
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.services import parse_state
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check, render
 from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import (
@@ -96,7 +96,7 @@ def check_settings(settings: List[Setting], expected: Optional[Dict[str, Any]], 
         entries = ([e for e in entries if not e.get("irq_name")]
                    + sorted((e for e in entries if e.get("irq_name")), key=lambda e: (e["id"], e["irq_name"])))
         out.append(Setting("check.expected", area, "%s/%s.json" % (CHECK_DIR, area), _settings_text(entries),
-                           kind=FILE, compare="content", area=PERSIST, runtime=False,
+                           kind=FILE, compare="content", area=PERSIST, runtime=False, at_effective=at_effective,
                            reason="the expected Settings nodetune-check compares between Ansible runs"))
     learned_values, learned_groups = learned or ({}, {})
     merged = dict(learned_values)
@@ -169,4 +169,4 @@ def at_effective(setting: Setting, effective: Dict[Tuple[str, str], str]) -> Opt
         return None
     return Setting(setting.id, setting.target, setting.path, _settings_text(entries), kind=FILE,
                    compare=setting.compare, area=setting.area, runtime=False, mode=setting.mode,
-                   reason=setting.reason + "; capped values as the kernel set them")
+                   reason=setting.reason + "; capped values as the kernel set them", at_effective=at_effective)

@@ -32,7 +32,7 @@ class Errors(object):
 class Context(object):
     """Everything a builder may look at: the root, the discovered Topology and the planned Layout.
 
-    ``journal``: the node's journal as plain data, read once by the caller (plan/node.py) for every builder that
+    ``journal``: the node's journal as plain data, read once by the caller (apply/node.py) for every builder that
     asks (the areas sit below the apply engine, which imports them); without one, a plan sees no journal."""
 
     def __init__(self, root: Root, topology: Dict[str, Any], layout: Optional[Dict[str, Any]] = None,

@@ -1291,6 +1291,24 @@ ROLES['slurm'] = {
                     'then), or point this at that gres.conf to let nodetune own all of it. An absolute path '
                     "without spaces, quotes, C(#) or C(=) (Slurm's Include takes one word)."
                 ),
+                (
+                    "In Slurm's configuration folders, C(/etc/slurm) or C(/etc/slurm-llnl) (and their subfolders), "
+                    'unless C(nodetune_slurm_gres_path_anywhere) is true. Refused before anything is written: '
+                    "nodetune's own files and folders (C(/var/lib/nodetune), C(/etc/nodetune), C(nodetune-*) "
+                    'programs and units, a file another area writes), a link, a directory, a special file, and an '
+                    'existing file nodetune did not create, unless it is a C(gres.conf).'
+                ),
+            ],
+        },
+        'nodetune_slurm_gres_path_anywhere': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    "Let C(nodetune_slurm_gres_path) name a file outside Slurm's configuration folders (a Slurm "
+                    'built with another C(--sysconfdir), such as C(/usr/local/etc/slurm)). nodetune\'s own files '
+                    'and the other refusals stay.'
+                ),
             ],
         },
         'nodetune_slurm_gres_type': {

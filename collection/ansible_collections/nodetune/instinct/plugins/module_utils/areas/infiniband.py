@@ -12,7 +12,7 @@ In datagram mode the kernel also caps the MTU by the partition's broadcast group
 (drivers/infiniband/ulp/ipoib/ipoib_main.c, ``ipoib_change_mtu``: ``dev->mtu = min(priv->mcast_mtu,
 priv->admin_mtu)``) and returns success. sysfs does not show that cap, so the engine reads the MTU back after the
 write and journals what the kernel made of it (the Setting is ``effective_ok``: the node-local checker expects that
-value from the same run on); the next plan asks for it (Context.effective_records, from the journal plan/node.py
+value from the same run on); the next plan asks for it (Context.effective_records, from the journal apply/node.py
 reads) and says why, for as long as the interface stays at it, instead of rewriting the MTU and drifting on every
 run.
 

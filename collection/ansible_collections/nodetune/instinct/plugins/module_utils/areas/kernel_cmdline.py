@@ -20,9 +20,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import bios
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import bootloader
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.devices import detect_platform
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import bootloader
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover import cmdline
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.cmdline import AMD_IOMMU_OPTIONS
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
     Context,
     describe,
@@ -31,7 +32,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common imp
     want_list,
     want_str,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import (
     DRIFT,
     OK,
     PENDING,
@@ -51,7 +52,6 @@ PLATFORM_CHOICES = ("auto", "mi250", "mi300x", "generic")
 # iommu=pt (the IOMMU is on at >= 256 logical CPUs for x2APIC; with it off in the BIOS iommu=pt changes nothing).
 PLATFORM_ARGS = {"mi300x": ("iommu=pt", "pci=realloc=off"), "mi250": ("iommu=pt",)}
 DEFAULT_REMOVE = ("amd_iommu=on",)
-AMD_IOMMU_OPTIONS = bios.AMD_IOMMU_OPTIONS  # what the kernel's amd_iommu= parser knows; "on" is not one
 REBOOT = "takes effect at the next boot (/proc/cmdline is what the running kernel booted with)"
 
 
@@ -84,7 +84,7 @@ def requirement(ctx: Context, config: Dict[str, Any]) -> Optional[Dict[str, Any]
     choice = want_str(ctx, config, "nodetune_kernel_cmdline_platform", PLATFORM_CHOICES) or "auto"
     platform = None
     if choice == "auto":
-        platform = bios.detect_platform(ctx.topology)[0]  # bios_check's table of GPU ids, one source
+        platform = detect_platform(ctx.topology)[0]  # bios_check's table of GPU ids, one source
     elif choice != "generic":
         platform = choice
     add = _words(ctx, config, "nodetune_kernel_cmdline_args", PLATFORM_ARGS.get(platform or ""))

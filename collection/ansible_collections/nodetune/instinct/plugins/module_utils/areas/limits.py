@@ -43,7 +43,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common imp
     want_bool,
     want_list,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import (
     DRIFT,
     NOT_APPLICABLE,
     OK,

@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_restore, render, rules
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import sysctl_boot
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import sysctl_boot
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import INTERRUPTS
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.json_text import one_per_line

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import owned_paths
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import owned_paths
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rank_bind
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rocm_catalog as catalog
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (

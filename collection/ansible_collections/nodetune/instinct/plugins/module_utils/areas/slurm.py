@@ -29,6 +29,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import owned_paths
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import limits as area_limits
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
@@ -36,10 +37,11 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common imp
     Context,
     describe,
     unknown_keys,
+    want_bool,
     want_str,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.devices import KFD_NODES_DIR
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import DRIFT, OK, Finding
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import DRIFT, OK, Finding
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
     ParseError,
     format_cpulist,
@@ -67,7 +69,8 @@ RLIMITS = ("AS", "CORE", "CPU", "DATA", "FSIZE", "MEMLOCK", "NOFILE", "NPROC", "
 # characters of a gres Type that Slurm's gres parser and slurm.conf's Gres=gpu:<type>:<count> both take as one word
 _TYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _PATH_BAD = frozenset(" \t\r\n\x00#\"'=")
-HEADER = ("# Managed by nodetune (slurm area): the GPU layout for Slurm; changes are overwritten.\n"
+OWN_HEADER = "# Managed by nodetune (slurm area)"
+HEADER = (OWN_HEADER + ": the GPU layout for Slurm; changes are overwritten.\n"
           "# Read it from gres.conf with: Include %s\n"
           "# Cores= are Slurm's core indexes (hwloc's logical Core L#, gres.conf(5) Cores), not Linux CPU numbers.\n")
 
@@ -246,6 +249,7 @@ def slurm_conf(root: Any) -> Optional[str]:
 def _path(ctx: Context, config: Dict[str, Any]) -> Optional[str]:
     name = "nodetune_slurm_gres_path"
     value = config.get(name, DEFAULT_PATH)
+    anywhere = want_bool(ctx, config, "nodetune_slurm_gres_path_anywhere", False)
     text = value if isinstance(value, str) else ""
     normal = posixpath.normpath(text) if text.startswith("/") else ""
     if (not normal or normal != text or text.endswith("/") or normal == "/" or _PATH_BAD & set(text)
@@ -254,7 +258,28 @@ def _path(ctx: Context, config: Dict[str, Any]) -> Optional[str]:
                   "'=' (Slurm's Include line takes it as one word), not slurm.conf itself, e.g. %s"
                   % (name, describe(value), DEFAULT_PATH))
         return None
+    rel = normal[1:]
+    problem = (owned_paths.kind_problem(ctx.root, rel)
+               or owned_paths.own_file_problem(ctx.root, rel, OWN_HEADER, posixpath.basename(DEFAULT_PATH))
+               or _place_problem(ctx.root, rel, anywhere))
+    if problem:
+        ctx.error("%s=%s is not valid: %s; expected a new file, nodetune's fragment or a gres.conf in /%s (elsewhere "
+                  "with nodetune_slurm_gres_path_anywhere: true), e.g. %s"
+                  % (name, describe(value), problem, " or /".join(CONF_DIRS), DEFAULT_PATH))
+        return None
     return normal
+
+
+def _place_problem(root: Any, rel: str, anywhere: bool) -> Optional[str]:
+    """Why the fragment may not be written at ``rel``: outside Slurm's folders (unless ``anywhere``), or over a file
+    that is neither nodetune's nor a gres.conf (slurm.conf's gres.conf is one to take over: docs/slurm.md)."""
+    if not anywhere and not any(rel.startswith(folder + "/") for folder in CONF_DIRS):
+        return "it is outside Slurm's configuration folders"
+    if not root.exists(rel) or posixpath.basename(rel) == "gres.conf":
+        return None
+    if rel in owned_paths.created_by_nodetune(root) or owned_paths.carries_marker(root, rel, (OWN_HEADER,)):
+        return None
+    return "the file exists and nodetune did not create it"
 
 
 def _type(ctx: Context, config: Dict[str, Any]) -> Optional[str]:

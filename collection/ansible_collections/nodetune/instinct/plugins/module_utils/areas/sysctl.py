@@ -13,9 +13,9 @@ form after nodetune's is reported (``persist.sysctl_boot``). Where a site's sysc
 the other form, nodetune cannot win the pair at boot and leaves it alone (:func:`_site_form`): setting its own form
 would zero the site's at each apply and lose it again at each boot.
 
-A write of one form changes the other, so the engine journals both forms with either (:data:`KERNEL_PAIRS`) and
-revert puts the pair back with one write (:func:`pair_restore`): writing the other form's 0 back is EINVAL for a
-bytes form, and would not bring the form in use back anyway.
+A write of one form changes the other, so the engine journals both forms with either and revert puts the pair back
+with one write (sysctl_boot.py: KERNEL_PAIRS, pair_restore): writing the other form's 0 back is EINVAL for a bytes
+form, and would not bring the form in use back anyway.
 
 Some sysctls are stored otherwise than written (:data:`KERNEL_STORES`): nodetune asks for the stored value, so that
 a run does not rewrite it and verify does not drift on every run; for any other sysctl the kernel answered so, the
@@ -26,10 +26,14 @@ the max field of tcp_rmem/tcp_wmem) are "at least": a node whose own cap is high
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import sysctl_boot
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply.sysctl_boot import DIRTY_BYTES_MIN, DIRTY_PAIRS
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import sysctl_boot
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.sysctl_boot import (
+    DIRTY_BYTES_MIN,
+    DIRTY_PAIRS,
+    sysctl_path,
+)
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
@@ -51,61 +55,6 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
 AREA = "sysctl"
 VARIABLES = areas.area_variables(AREA)
 _KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_\-]+)+$")
-
-
-def sysctl_path(key: str) -> str:
-    return "proc/sys/" + key.replace(".", "/")
-
-
-# The pairs as /proc/sys paths: each form -> the other form. A write of either changes both (the handler zeroes
-# the other form), so apply journals both and revert restores them together (engine._restore_pair).
-KERNEL_PAIRS: Dict[str, str] = {}
-for _pair in DIRTY_PAIRS:
-    KERNEL_PAIRS[sysctl_path(_pair[2])] = sysctl_path(_pair[3])
-    KERNEL_PAIRS[sysctl_path(_pair[3])] = sysctl_path(_pair[2])
-# The forms whose 0 the kernel refuses (EINVAL): the bytes forms, below their ctl_table's extra1 (mm/page-writeback.c,
-# vm_page_writeback_sysctls: dirty_bytes_min, two pages; SYSCTL_LONG_ONE for dirty_background_bytes). 0 reads as
-# "the ratio form is in use"; it is restored by writing that ratio.
-ZERO_REFUSED = {sysctl_path("vm.dirty_bytes"): DIRTY_BYTES_MIN, sysctl_path("vm.dirty_background_bytes"): 1}
-
-
-def _number(value: Optional[str]) -> Optional[int]:
-    text = (value or "").strip()
-    return int(text) if text.isdigit() else None
-
-
-def pair_restore(values: Dict[str, Optional[str]]) -> List[Tuple[str, str]]:
-    """The writes that put one exclusive pair back to ``values`` (each form's path -> the value it had, None where
-    the journal does not hold it): the form that was in use alone, since the kernel zeroes the other; where both
-    were 0, the ratio form's 0 (dirty_background_ratio_handler() zeroes the background bytes on every write,
-    dirty_ratio_handler() only when the ratio changes: :func:`pair_problem` says so when that is not enough)."""
-    in_use = [(path, str(_number(value))) for path, value in sorted(values.items())
-              if _number(value) not in (None, 0)]
-    if in_use:
-        return in_use
-    return [(path, "0") for path, value in sorted(values.items())
-            if _number(value) == 0 and path not in ZERO_REFUSED]
-
-
-def pair_problem(values: Dict[str, Optional[str]], now: Dict[str, Optional[str]]) -> str:
-    """Why a pair could not be put back to ``values`` (``now``: what it holds after :func:`pair_restore`'s
-    writes), with what the operator can do before reverting again."""
-    def key(path: str) -> str:
-        return path[len("proc/sys/"):].replace("/", ".")
-    ratio, size = sorted(values, key=lambda path: path in ZERO_REFUSED)
-    shown = "%s/%s" % (key(ratio), key(size))
-    was = "/".join("unknown" if values[p] is None else str(values[p]) for p in (ratio, size))
-    found = "/".join(str(now.get(p)) for p in (ratio, size))
-    if values[ratio] is None:
-        why = ("the journal (of an earlier nodetune) does not hold %s, and the kernel refuses %s=0 (below %d, "
-               "mm/page-writeback.c); set %s to the node's own value, which zeroes %s"
-               % (key(ratio), key(size), ZERO_REFUSED[size], key(ratio), key(size)))
-    elif _number(values[ratio]) == 0 and _number(values[size]) == 0:
-        why = ("both were 0, the kernel refuses %s=0 and zeroes it only when %s changes (dirty_ratio_handler()); "
-               "write another %s, then 0" % (key(size), key(ratio), key(ratio)))
-    else:
-        why = "the kernel did not take the writes of the form in use"
-    return ("%s is %s, not %s as before nodetune: %s, and revert again" % (shown, found, was, why))
 
 
 PAGE_SIZE = 4096  # x86-64

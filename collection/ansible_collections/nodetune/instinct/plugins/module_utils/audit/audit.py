@@ -18,18 +18,18 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import bios as bios_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import bootloader
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import bootloader
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import health as health_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory as inventory_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import report as report_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import transport
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import summarize
+from ansible_collections.nodetune.instinct.plugins.module_utils.audit.waivers import (
     WaiverError,
     apply_waivers,
-    summarize,
     validate_waivers,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.node import layout_summary
+from ansible_collections.nodetune.instinct.plugins.module_utils.apply.node import layout_summary
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import NodeFileError, Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.verify import verify_settings
 

@@ -20,6 +20,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover import cmdline as _cmdline
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.cmdline import AMD_IOMMU_OPTIONS
+from ansible_collections.nodetune.instinct.plugins.module_utils.discover.devices import detect_platform
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
     Errors,
     describe,
@@ -28,7 +30,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common imp
     want_list,
     want_str,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import (
     DRIFT,
     NOT_APPLICABLE,
     OK,
@@ -50,23 +52,10 @@ NPS_CHOICES = ("auto", "any", "1", "2", "4")
 ASPM_CHOICES = ("off", "any")
 VARIABLES = areas.area_variables(AREA)
 
-# AMD GPU PCI device ids -> the platform whose BIOS guide applies. MI210/MI250/MI250X are one generation (CDNA2,
-# "MI200" guide); MI300X, MI325X and the MI300X virtual function follow the MI300X guide. MI300A (APU) has its own
-# guide with different NPS/IOMMU advice: not mapped, so its platform checks need explicit variables.
-PLATFORM_BY_DEVICE = {
-    "0x7408": "mi250",
-    "0x740c": "mi250",
-    "0x740f": "mi250",
-    "0x74a1": "mi300x",
-    "0x74a5": "mi300x",
-    "0x74b5": "mi300x",
-}
 PLATFORM_NAMES = {"mi250": "MI250 (MI200 series)", "mi300x": "MI300X"}
 # The threshold in AMD's MI200 guide: with >= 256 logical CPUs x2APIC needs the IOMMU on.
 X2APIC_THREADS = 256
-# Options the kernel's amd_iommu= parser knows (Documentation/admin-guide/kernel-parameters.txt); "on" is not one.
-AMD_IOMMU_OPTIONS = ("fullflush", "off", "force_isolation", "force_enable", "pgtbl_v1", "pgtbl_v2", "irtcachedis",
-                     "nohugepages", "v2_pgsizes_only")
+
 
 
 class BiosConfigError(SettingError):
@@ -138,25 +127,6 @@ def policy(config: Optional[Dict[str, Any]]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- platform
-def detect_platform(topology: Dict[str, Any]) -> Tuple[Optional[str], str]:
-    """(platform or None, evidence) from the AMD GPUs' PCI device ids; the most common platform wins."""
-    counts: Dict[str, int] = {}
-    devices: Dict[str, int] = {}
-    for gpu in topology.get("gpus") or []:
-        if gpu.get("vendor") != "amd":
-            continue
-        device = str(gpu.get("device") or "").lower()
-        devices[device] = devices.get(device, 0) + 1
-        platform = PLATFORM_BY_DEVICE.get(device)
-        if platform:
-            counts[platform] = counts.get(platform, 0) + 1
-    evidence = ", ".join("%d x %s" % (n, d or "unknown") for d, n in sorted(devices.items())) or "no AMD GPU"
-    if not counts:
-        return None, evidence
-    best = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[0][0]
-    return best, evidence
-
-
 def _platform(topology: Dict[str, Any], cfg: Dict[str, Any]) -> Tuple[Optional[str], str]:
     if cfg["platform"] == "generic":
         return None, "nodetune_bios_platform=generic"

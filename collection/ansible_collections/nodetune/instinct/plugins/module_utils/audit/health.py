@@ -50,7 +50,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common imp
     want_list,
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.bios import pcie_link_findings
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import (
     DRIFT,
     NOT_APPLICABLE,
     OK,

@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from xml.sax.saxutils import quoteattr
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory as inventory_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import (
     DRIFT,
     STATUSES,
     Finding,

@@ -20,12 +20,13 @@ ids and statuses. Formats:
 from __future__ import annotations
 
 import datetime
+import re
 import time
 from urllib.parse import quote
 from typing import Any, Dict, List, Optional, Tuple
 from xml.etree import ElementTree
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import group_findings
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import group_findings
 
 REPORT_SCHEMA = 1
 STATUSES = ("ok", "drift", "not_applicable", "unsupported", "waived", "pending")
@@ -33,11 +34,35 @@ STATUSES = ("ok", "drift", "not_applicable", "unsupported", "waived", "pending")
 SKIPPED_STATUSES = ("not_applicable", "unsupported", "waived", "pending")
 
 
+# ------------------------------------------------------------------------------------------------ text
+# C0, DEL, C1, the two separators str.splitlines() breaks at, lone surrogates (no UTF-8 writer takes them) and the two
+# non-characters XML cannot hold: a node name or value holding one would forge a log line, drive the terminal or
+# break a file, so every text output writes them as Python escapes, as the CLI's tables do (render.plain_cell)
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
+# the same but tab, line feed and carriage return, which XML holds (in an attribute as character references)
+_UNSAFE_IN_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
+
+
+def _escaped(match: Any) -> str:
+    return repr(match.group())[1:-1]
+
+
+def plain_text(value: Any) -> str:
+    """``value`` as one line of printable text: control characters and the like as Python escapes (``\\x1b``)."""
+    return _UNSAFE.sub(_escaped, str(value))
+
+
+def markup_text(text: str) -> str:
+    """Serialised XML (or HTML) whose every character XML 1.0 holds: the others, and the control characters that it
+    holds but a terminal or log reader obeys, as Python escapes (one pass over the document, whatever its size)."""
+    return _UNSAFE_IN_XML.sub(_escaped, text)
+
+
 # ------------------------------------------------------------------------------------------------ per node
 def report_file_name(node: str) -> str:
     """The file name of a node's JSON report: the host name %-encoded so that no name (``../../etc/x``, ``a/b``,
     ``..``) reaches outside the report folder; ordinary host names are kept as they are."""
-    name = quote(str(node), safe=":@[]")
+    name = quote(str(node), safe=":@[]", errors="surrogatepass")  # a lone surrogate too: JSON can name one
     if name in ("", ".", ".."):
         name = name.replace(".", "%2E") or "%00"
     return name + ".json"
@@ -187,7 +212,8 @@ def junit_xml(results: Dict[str, Any], suite_name: str = "nodetune verify",
         suites.set(key, str(value))
     if hasattr(ElementTree, "indent"):  # Python >= 3.9: one element per line, for humans reading CI artifacts
         ElementTree.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
+    text = ElementTree.tostring(suites, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + markup_text(text) + "\n"
 
 
 # ------------------------------------------------------------------------------------------------ Prometheus
@@ -197,8 +223,10 @@ PROMETHEUS_LABELS = ("check", "status")
 
 
 def escape_label(value: Any) -> str:
-    """Label value escaping of the text exposition format: backslash, double quote and line feed."""
-    return str(value).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+    """Label value escaping of the text exposition format: backslash, double quote and line feed; any other
+    control character (:func:`plain_text`) as its Python escape, itself escaped."""
+    text = str(value).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+    return _UNSAFE.sub(lambda match: _escaped(match).replace("\\", "\\\\"), text)
 
 
 def prometheus_text(findings: List[Dict[str, Any]], timestamp: Optional[float] = None) -> str:
@@ -305,7 +333,7 @@ def summary_lines(summary: Dict[str, Any], names: int = 8) -> List[str]:
         lines.append("most frequent drift: " + ", ".join(
             "%s (%d node%s)" % (item["id"], item["nodes"], "" if item["nodes"] == 1 else "s")
             for item in summary["top_drift_ids"]))
-    return lines
+    return [plain_text(line) for line in lines]
 
 
 # ------------------------------------------------------------------------------------------------ apply summary

@@ -45,7 +45,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import gpu as area_gpu
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import limits as area_limits
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import (
     DRIFT,
     NOT_APPLICABLE,
     OK,

@@ -15,13 +15,13 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas import per
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import kernel_cmdline as area_kernel_cmdline
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import slurm as area_slurm
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit.finding import (
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import (
     DRIFT,
     NOT_APPLICABLE,
     OK,
     Finding,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import sysctl_boot
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import sysctl_boot
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import format_cpulist
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import (
     FILE,
@@ -30,7 +30,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
     desired,
     read_current,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.tuning import AREAS
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.tuning import AREAS
 
 # Setting.area -> the severity of its drift, and the tag (area role) that restores it (areas/declarations.py declares
 # both)

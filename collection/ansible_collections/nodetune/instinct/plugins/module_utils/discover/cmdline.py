@@ -25,6 +25,10 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
+# Options the kernel's amd_iommu= parser knows (Documentation/admin-guide/kernel-parameters.txt); "on" is not one.
+AMD_IOMMU_OPTIONS = ("fullflush", "off", "force_isolation", "force_enable", "pgtbl_v1", "pgtbl_v2", "irtcachedis",
+                     "nohugepages", "v2_pgsizes_only")
+
 Params = List[Tuple[str, Optional[str]]]
 
 _TRUE_WORDS = ("1", "y", "yes", "on", "true")

@@ -673,3 +673,35 @@ def read_block_devices(root: Root, pci: Dict[str, Dict[str, Any]],
 
 def is_read_only_mode(mode: Optional[int]) -> bool:
     return mode is not None and not mode & _WRITE_BITS
+
+
+# AMD GPU PCI device ids -> the platform whose BIOS guide applies. MI210/MI250/MI250X are one generation (CDNA2,
+# "MI200" guide); MI300X, MI325X and the MI300X virtual function follow the MI300X guide. MI300A (APU) has its own
+# guide with different NPS/IOMMU advice: not mapped, so its platform checks need explicit variables.
+PLATFORM_BY_DEVICE = {
+    "0x7408": "mi250",
+    "0x740c": "mi250",
+    "0x740f": "mi250",
+    "0x74a1": "mi300x",
+    "0x74a5": "mi300x",
+    "0x74b5": "mi300x",
+}
+
+
+def detect_platform(topology: Dict[str, Any]) -> Tuple[Optional[str], str]:
+    """(platform or None, evidence) from the AMD GPUs' PCI device ids; the most common platform wins."""
+    counts: Dict[str, int] = {}
+    devices: Dict[str, int] = {}
+    for gpu in topology.get("gpus") or []:
+        if gpu.get("vendor") != "amd":
+            continue
+        device = str(gpu.get("device") or "").lower()
+        devices[device] = devices.get(device, 0) + 1
+        platform = PLATFORM_BY_DEVICE.get(device)
+        if platform:
+            counts[platform] = counts.get(platform, 0) + 1
+    evidence = ", ".join("%d x %s" % (n, d or "unknown") for d, n in sorted(devices.items())) or "no AMD GPU"
+    if not counts:
+        return None, evidence
+    best = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[0][0]
+    return best, evidence

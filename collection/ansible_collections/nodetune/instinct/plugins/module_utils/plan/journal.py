@@ -6,7 +6,7 @@ made, its runs) and revert restores, in ``var/lib/nodetune/journal.json`` under 
 
 Apply writes it (apply/engine.py); the planner reads it as data before anything is written: a builder whose
 Settings depend on what an earlier apply recorded (the IPoIB MTU's cap, the original of a value) takes it from
-``Context.journal`` (plan/node.py). A journal that does not validate is refused, and kept exactly as it is.
+``Context.journal`` (apply/node.py). A journal that does not validate is refused, and kept exactly as it is.
 """
 
 from __future__ import annotations

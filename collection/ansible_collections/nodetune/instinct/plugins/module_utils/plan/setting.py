@@ -12,10 +12,9 @@ cannot disagree about what "tuned" means (the lesson ansible-lockdown teaches wi
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import bootloader
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import bootloader
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs.rules import (  # noqa: F401
     CHOICE,  # the comparisons are the node programs' rules (node_programs/rules.py), named here for the builders
@@ -29,7 +28,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs.ru
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import rules
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply.services import format_state, parse_state
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.services import format_state, parse_state
 
 # Kinds of Setting
 ATTR = "attr"  # a kernel attribute (sysfs/procfs): written with one write(2), never created
@@ -44,8 +43,10 @@ KINDS = (ATTR, FILE, LINE, ABSENT, SERVICE, BOOT)
 # what a kernel attribute compared this way takes after its value, as a write of its own (attr_writes)
 COMMITS = {OD_CLOCK: "c"}
 
-# Apply order: lower first, declared per area in areas/declarations.py (order, steps).
-ORDER = areas.apply_order()
+# Apply order: lower first, by check id or id prefix. Each area declares its own (areas/declarations.py: order,
+# steps), which fill this table when the areas are imported; a Setting reads it when its order is asked for, so one
+# made before that still gets its area's. Ids it does not name (the engine's own) go at 90.
+ORDER: Dict[str, int] = {}
 
 _ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_\-]+)+$")
 
@@ -65,23 +66,25 @@ class Setting(object):
     ``target`` names the instance (``nvme0n1``, ``irq 142``, ``vm.dirty_ratio``) so that id+target is unique.
     """
 
-    __slots__ = ("id", "target", "path", "value", "kind", "compare", "order", "area", "persist",
+    __slots__ = ("id", "target", "path", "value", "kind", "compare", "_order", "area", "persist",
                  "reboot_required", "reason", "mode", "key", "disruptive", "runtime", "after", "effective_ok",
-                 "restore_value", "irq_name")
+                 "restore_value", "irq_name", "at_effective")
 
     def __init__(self, id: str, target: str, path: str, value: Any, kind: str = ATTR,
                  compare: str = EXACT, order: Optional[int] = None, area: str = "",
                  persist: Optional[str] = None, reboot_required: bool = False, reason: str = "",
                  mode: int = 0o644, key: Optional[str] = None, disruptive: bool = False,
                  runtime: bool = True, after: Sequence[str] = (), effective_ok: bool = False,
-                 restore_value: Optional[str] = None, irq_name: Optional[str] = None) -> None:
+                 restore_value: Optional[str] = None, irq_name: Optional[str] = None,
+                 at_effective: Optional[Callable[["Setting", Dict[Tuple[str, str], str]], Optional["Setting"]]] = None
+                 ) -> None:
         self.id = id
         self.target = target
         self.path = path.lstrip("/")
         self.value = "" if value is None else str(value)
         self.kind = kind
         self.compare = compare
-        self.order = order if order is not None else _default_order(id)
+        self._order = order  # None: the area's (ORDER), looked up when asked for
         self.area = area or id.split(".", 1)[0]
         self.persist = persist
         self.reboot_required = reboot_required
@@ -102,13 +105,26 @@ class Setting(object):
         self.restore_value = restore_value
         # an IRQ's action name: nodetune-restore and nodetune-check find the IRQ by it, its number changes at boot
         self.irq_name = irq_name
+        # a hook, never serialised: the engine calls it after the writes of a run with the values the kernel kept of
+        # the effective_ok Settings ({(id, target): value}); it returns this Setting as it must now be, or None
+        # (the node-local checker's expectations, areas/checker_files.py: the engine knows no area)
+        self.at_effective = at_effective
 
     @property
     def uid(self) -> str:
         return "%s[%s]" % (self.id, self.target)
 
+    @property
+    def order(self) -> int:
+        return self._order if self._order is not None else _default_order(self.id)
+
+    @order.setter
+    def order(self, value: int) -> None:
+        self._order = value
+
     def to_dict(self) -> Dict[str, Any]:
-        data = dict((name, getattr(self, name)) for name in self.__slots__)
+        data = dict((name.lstrip("_"), getattr(self, name.lstrip("_"))) for name in self.__slots__
+                    if name != "at_effective")
         data["mode"] = "%04o" % self.mode
         data["after"] = list(self.after)
         return data

@@ -15,16 +15,16 @@ import json
 from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import journal as journal_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils.audit import inventory as inventory_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import inventory as inventory_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import layout as layout_mod
-from ansible_collections.nodetune.instinct.plugins.module_utils.apply import services as services_mod
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan import services as services_mod
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting, SettingError
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.irq import read_affinities
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.structure import StructureStore
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.tuning import desired_settings
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.tuning import desired_settings
 
 
 class NodeState(object):

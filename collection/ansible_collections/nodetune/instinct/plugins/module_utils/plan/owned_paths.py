@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Iterable, Optional, Set
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
@@ -25,6 +26,10 @@ WRITABLE_DIRS = ("etc", "etc/profile.d", "etc/default", "etc/sysconfig", "usr/lo
 OWNED_MARKERS = ("# Managed by nodetune", '"generator": "nodetune ',
                  "# the rendered launcher names its node's table here")
 JOURNAL = "var/lib/nodetune/journal.json"
+# Folders that are nodetune's alone: its journal, lock and structure cache; the boot restore files, the rank table.
+OWN_DIRS = ("var/lib/nodetune", "etc/nodetune")
+# how nodetune names the programs, units and drop-ins it writes (nodetune-bind, 99-nodetune-limits.conf, ...)
+_OWN_NAME = re.compile(r"^([0-9]+-)?nodetune-")
 _HEAD = 65536
 
 
@@ -62,19 +67,42 @@ def carries_marker(root: Root, rel: str, markers: Iterable[str] = OWNED_MARKERS)
     return any(marker in head for marker in markers)
 
 
-def path_problem(root: Root, rel: str, created: Optional[Set[str]] = None, default: bool = False) -> Optional[str]:
-    """Why nodetune may not write a whole file at ``rel`` (relative to the root), or None where it may.
-
-    ``default``: ``rel`` is the variable's documented default, a file nodetune manages by design (an existing one
-    is journaled and restored by revert); only a directory, a link or a special file there is refused."""
+def kind_problem(root: Root, rel: str) -> Optional[str]:
+    """Why ``rel`` cannot be written as a whole file: a link, a directory or a special file is there; else None."""
     full = os.path.join(root.path, rel)
     if os.path.islink(full):
         return "it is a symbolic link (to %s); nodetune writes regular files only" % os.readlink(full)
     if root.isdir(rel):
         return "it is a directory"
+    if root.exists(rel) and not os.path.isfile(root.real(rel)):
+        return "it exists and is not a regular file"
+    return None
+
+
+def own_file_problem(root: Root, rel: str, header: str, name: str) -> Optional[str]:
+    """Why ``rel`` is one of nodetune's own files or folders, which a path variable may not name (a file written over
+    the journal: revert can never finish), or None. ``header`` and ``name``: the first line and the default name of
+    the variable's own file, which are nodetune's too."""
+    for folder in OWN_DIRS:
+        if rel == folder or rel.startswith(folder + "/"):
+            return "it is in /%s, nodetune's own folder (its journal, caches, boot restore files)" % folder
+    base = os.path.basename(rel)
+    if _OWN_NAME.match(base) and base != name:
+        return "the name is one nodetune gives its own programs, units and drop-ins (nodetune-*)"
+    if root.exists(rel) and carries_marker(root, rel) and not carries_marker(root, rel, (header,)):
+        return "it is a file nodetune writes for another purpose"
+    return None
+
+
+def path_problem(root: Root, rel: str, created: Optional[Set[str]] = None, default: bool = False) -> Optional[str]:
+    """Why nodetune may not write a whole file at ``rel`` (relative to the root), or None where it may.
+
+    ``default``: ``rel`` is the variable's documented default, a file nodetune manages by design (an existing one
+    is journaled and restored by revert); only a directory, a link or a special file there is refused."""
+    kind = kind_problem(root, rel)
+    if kind:
+        return kind
     if root.exists(rel):
-        if not os.path.isfile(root.real(rel)):
-            return "it exists and is not a regular file"
         if default:
             return None
         owned = rel in (created if created is not None else created_by_nodetune(root)) or carries_marker(root, rel)

@@ -22,6 +22,9 @@ zeroes one form when the other is written (mm/page-writeback.c, ``dirty_ratio_ha
 which do so only when the value changes, and the background handlers, which always do). So a pair is one key here:
 its writes are replayed through those handlers, and a site file that sets ``vm.dirty_bytes`` after nodetune's
 ``vm.dirty_ratio`` is found even though it never names ``vm.dirty_ratio``.
+
+The same pairs at run time (:data:`KERNEL_PAIRS`): a write of one form changes the other, so the engine journals
+both forms with either and revert puts the pair back with one write (:func:`pair_restore`).
 """
 
 from __future__ import annotations
@@ -75,6 +78,62 @@ DIRTY_RANGES = {"vm/dirty_ratio": (0, 100), "vm/dirty_bytes": (DIRTY_BYTES_MIN, 
 # dirty_ratio_handler() and dirty_bytes_handler() zero the other form only when the written value differs from the
 # old one; dirty_background_ratio_handler() and dirty_background_bytes_handler() on every successful write.
 ZERO_ONLY_ON_CHANGE = ("vm/dirty_ratio", "vm/dirty_bytes")
+
+
+def sysctl_path(key: str) -> str:
+    """A sysctl key's /proc/sys path, relative to the root: ``vm.dirty_ratio`` -> ``proc/sys/vm/dirty_ratio``."""
+    return "proc/sys/" + key.replace(".", "/")
+
+
+# The pairs as /proc/sys paths: each form -> the other form. A write of either changes both (the handler zeroes
+# the other form), so apply journals both and revert restores them together (engine._restore_pair).
+KERNEL_PAIRS: Dict[str, str] = {}
+for _pair in DIRTY_PAIRS:
+    KERNEL_PAIRS[sysctl_path(_pair[2])] = sysctl_path(_pair[3])
+    KERNEL_PAIRS[sysctl_path(_pair[3])] = sysctl_path(_pair[2])
+# The forms whose 0 the kernel refuses (EINVAL): the bytes forms, below their ctl_table's extra1 (mm/page-writeback.c,
+# vm_page_writeback_sysctls: dirty_bytes_min, two pages; SYSCTL_LONG_ONE for dirty_background_bytes). 0 reads as
+# "the ratio form is in use"; it is restored by writing that ratio.
+ZERO_REFUSED = {sysctl_path("vm.dirty_bytes"): DIRTY_BYTES_MIN, sysctl_path("vm.dirty_background_bytes"): 1}
+
+
+def _number(value: Optional[str]) -> Optional[int]:
+    text = (value or "").strip()
+    return int(text) if text.isdigit() else None
+
+
+def pair_restore(values: Dict[str, Optional[str]]) -> List[Tuple[str, str]]:
+    """The writes that put one exclusive pair back to ``values`` (each form's path -> the value it had, None where
+    the journal does not hold it): the form that was in use alone, since the kernel zeroes the other; where both
+    were 0, the ratio form's 0 (dirty_background_ratio_handler() zeroes the background bytes on every write,
+    dirty_ratio_handler() only when the ratio changes: :func:`pair_problem` says so when that is not enough)."""
+    in_use = [(path, str(_number(value))) for path, value in sorted(values.items())
+              if _number(value) not in (None, 0)]
+    if in_use:
+        return in_use
+    return [(path, "0") for path, value in sorted(values.items())
+            if _number(value) == 0 and path not in ZERO_REFUSED]
+
+
+def pair_problem(values: Dict[str, Optional[str]], now: Dict[str, Optional[str]]) -> str:
+    """Why a pair could not be put back to ``values`` (``now``: what it holds after :func:`pair_restore`'s
+    writes), with what the operator can do before reverting again."""
+    def key(path: str) -> str:
+        return path[len("proc/sys/"):].replace("/", ".")
+    ratio, size = sorted(values, key=lambda path: path in ZERO_REFUSED)
+    shown = "%s/%s" % (key(ratio), key(size))
+    was = "/".join("unknown" if values[p] is None else str(values[p]) for p in (ratio, size))
+    found = "/".join(str(now.get(p)) for p in (ratio, size))
+    if values[ratio] is None:
+        why = ("the journal (of an earlier nodetune) does not hold %s, and the kernel refuses %s=0 (below %d, "
+               "mm/page-writeback.c); set %s to the node's own value, which zeroes %s"
+               % (key(ratio), key(size), ZERO_REFUSED[size], key(ratio), key(size)))
+    elif _number(values[ratio]) == 0 and _number(values[size]) == 0:
+        why = ("both were 0, the kernel refuses %s=0 and zeroes it only when %s changes (dirty_ratio_handler()); "
+               "write another %s, then 0" % (key(size), key(ratio), key(ratio)))
+    else:
+        why = "the kernel did not take the writes of the form in use"
+    return ("%s is %s, not %s as before nodetune: %s, and revert again" % (shown, found, was, why))
 
 # (value, file path, the key written, the value written): the write that decided a key's boot value
 _Origin = Tuple[str, str, str, str]
