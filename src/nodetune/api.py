@@ -632,12 +632,12 @@ def _check_arguments(limit: str | None, forks: int | None, extra_vars: Mapping[s
     for what, value in (("tags", tags), ("skip_tags", skip_tags)):
         if value is not None and (isinstance(value, str) or not all(isinstance(t, str) and t for t in value)):
             raise ValueError(f"{what} must be a list of tag names, got {value!r}")
-    from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+    from ansible_collections.nodetune.instinct.plugins.plugin_utils import variable_names
 
     # A misspelt variable would be kept as another one (the real one keeps its default) and an unknown tag would
     # make the run a no-op that passes: refused before anything runs.
-    errors = areas.undeclared(name for name in extra_vars or {} if isinstance(name, str))
-    errors += areas.tag_errors(tags or [], skip_tags or [], others=areas.PLAYBOOK_TAGS)
+    errors = variable_names.undeclared(name for name in extra_vars or {} if isinstance(name, str))
+    errors += variable_names.tag_errors(tags or [], skip_tags or [], others=variable_names.PLAYBOOK_TAGS)
     if errors:
         raise ValueError("; ".join(errors))
 

@@ -424,3 +424,16 @@ def test_the_run_tags_select_areas() -> None:
     assert not selected("smt", {"ansible_run_tags": ["all"], "ansible_skip_tags": ["smt"]})
     assert selected("cpu", {"ansible_run_tags": ["all"], "ansible_skip_tags": ["smt"]})
     assert not any_selected({"ansible_run_tags": ["verify"]}) and not any_selected({"ansible_run_tags": ["lab"]})
+
+
+def test_every_check_id_is_documented_in_verify_md() -> None:
+    """Every id a finding can carry (check_ids.known_ids: the areas' declared ids, the engine's, BIOS, health,
+    inventory) is in docs/verify.md's tables, as itself or as a documented form (``<area>.applicable``,
+    ``sysctl.<key>``)."""
+    from ansible_collections.nodetune.instinct.plugins.module_utils.audit import check_ids
+
+    text = (REPO / "docs" / "verify.md").read_text(encoding="utf-8")
+    forms = {"applicable": "`<area>.applicable`"}
+    missing = [check_id for check_id in check_ids.known_ids()
+               if f"`{check_id}`" not in text and forms.get(check_id.rpartition(".")[2], "\0") not in text]
+    assert missing == [], f"check ids not documented in docs/verify.md: {missing}"

@@ -1,12 +1,12 @@
-"""An area is its declaration plus its builder (issue 29 item 1).
+"""An area is one file: its declaration beside its builder (issue 29 item 1, issue 39 item 4).
 
 In a scratch copy of the checkout (collection, roles, playbooks, ansible.cfg), a throw-away area is added the way
-docs/areas.md says: its declaration in areas/declarations.py and one builder file, then ``scripts/gen_role_docs.py
---root`` writes
-its role, the tune and verify roles' area tags and ``areas/builders.py``. Nothing else is edited, and the area works end
-to end through ansible-playbook on a small simulated node: the role alone in check mode with diff (the change shown,
-nothing written), ``playbooks/apply.yml --tags <area>``, the role alone again (a second apply changes nothing),
-``playbooks/verify.yml --tags <area>`` (its finding ok) and ``playbooks/revert.yml`` (the node as it was).
+docs/areas.md says: one file, areas/<name>.py, with its ``ROLE``, ``DECLARATION`` and ``build``; then
+``scripts/gen_role_docs.py --root`` writes its role, the tune and verify roles' area tags and ``areas/builders.py``.
+Nothing else is edited, and the area works end to end through ansible-playbook on a small simulated node: the role
+alone in check mode with diff (the change shown, nothing written), ``playbooks/apply.yml --tags <area>``, the role
+alone again (a second apply changes nothing), ``playbooks/verify.yml --tags <area>`` (its finding ok) and
+``playbooks/revert.yml`` (the node as it was).
 
 The area sets transparent hugepages (``/sys/kernel/mm/transparent_hugepage/enabled``): the kernel shows the modes
 with the active one in brackets and takes one mode name, anything else is EINVAL (mm/huge_memory.c, enabled_show()
@@ -35,8 +35,24 @@ REPO = Path(__file__).resolve().parents[2]
 COLLECTION = "collection/ansible_collections/nodetune"
 THP = "sys/kernel/mm/transparent_hugepage/enabled"
 
-DECLARATION = '''
-ROLES['scratch_thp'] = {
+AREA_MODULE = '''# -*- coding: utf-8 -*-
+"""The throw-away area of tests/unit/test_new_area.py: transparent hugepages' mode."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
+    Context,
+    choices,
+    role_variables,
+    unknown_keys,
+    want_str,
+)
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import CHOICE, Setting
+
+ROLE = "scratch_thp"
+DECLARATION = {
     'kind': 'area',
     'order': 65,
     'builder': 'scratch_thp',
@@ -62,26 +78,14 @@ ROLES['scratch_thp'] = {
     },
 }
 
-'''
-
-BUILDER = '''# -*- coding: utf-8 -*-
-"""The throw-away area of tests/unit/test_new_area.py: transparent hugepages' mode."""
-
-from __future__ import annotations
-
-from typing import Any, Dict, List
-
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import Context, unknown_keys, want_str
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import CHOICE, Setting
-
 AREA = "scratch_thp"
+VARIABLES = role_variables(ROLE, DECLARATION)
 PATH = "sys/kernel/mm/transparent_hugepage/enabled"
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
-    unknown_keys(ctx, config, areas.area_variables(AREA), AREA)
-    mode = want_str(ctx, config, "nodetune_scratch_thp_mode", ("always", "madvise", "never"))
+    unknown_keys(ctx, config, VARIABLES, AREA)
+    mode = want_str(ctx, config, "nodetune_scratch_thp_mode", choices(DECLARATION, "nodetune_scratch_thp_mode"))
     if mode is None:
         return []
     if not ctx.root.exists(PATH):
@@ -108,12 +112,8 @@ def scratch_checkout(dest: Path) -> Path:
 
 
 def add_area(tree: Path) -> None:
-    """The two edits docs/areas.md asks for: the declaration (before AREAS is taken from ROLES) and the builder."""
-    area_files = tree / COLLECTION / "instinct/plugins/module_utils/areas"
-    source = (area_files / "declarations.py").read_text()
-    anchor = source.index("\nAREAS = tuple(")
-    (area_files / "declarations.py").write_text(source[:anchor] + "\n" + DECLARATION + source[anchor:])
-    (area_files / "scratch_thp.py").write_text(BUILDER)
+    """What docs/areas.md asks for: one file, the area's declaration beside its builder."""
+    (tree / COLLECTION / "instinct/plugins/module_utils/areas/scratch_thp.py").write_text(AREA_MODULE)
 
 
 def generate(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:

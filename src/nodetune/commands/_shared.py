@@ -129,10 +129,10 @@ def _expanded_size(root: Any, limit: int) -> int:
 def check_names(extra_vars: dict[str, Any], tags: list[str] | None) -> None:
     """Refuse, before anything runs, a misspelt nodetune variable (``Nodetune_smt_enabled``, a Cyrillic ``о``) and a
     tag that selects no area (``-t NVME``): the playbook would ignore the one and make apply a no-op with the other."""
-    from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+    from ansible_collections.nodetune.instinct.plugins.plugin_utils import variable_names
 
-    errors = areas.undeclared(name for name in extra_vars if isinstance(name, str))
-    errors += areas.tag_errors(tags or [])
+    errors = variable_names.undeclared(name for name in extra_vars if isinstance(name, str))
+    errors += variable_names.tag_errors(tags or [])
     if errors:
         raise UsageError("; ".join(errors))
 

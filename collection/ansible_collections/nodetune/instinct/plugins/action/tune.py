@@ -6,7 +6,7 @@
 Why an action plugin: at fleet scale every task costs a worker process per host. Taking each area's variables with
 its own tasks (an argument-spec validation task plus a set_fact per area) cost more than the tune module call itself.
 The shared logic is in ``plugin_utils/role_variables.py``; every role and variable is declared in
-``module_utils/areas/declarations.py``.
+``module_utils/areas/`` (an area's in its module, the rest in declarations.py).
 
 - Before anything: a ``nodetune_*`` variable that nothing declares is refused with the nearest real name, and a
   writing run whose root is the controller's own ``/`` (local connection or localhost) is refused unless

@@ -38,8 +38,8 @@ options:
     default: /
   areas:
     description:
-      - Area name (an area role declared in the collection's C(plugins/module_utils/areas/declarations.py), for
-        example V(nvme) or V(sysctl)) to a mapping of that area's role variables (for example
+      - Area name (an area role declared in the collection's C(plugins/module_utils/areas/), for example V(nvme)
+        or V(sysctl)) to a mapping of that area's role variables (for example
         C(nodetune_nvme_scheduler)). Areas not listed are not touched; an unknown name is refused, listing the known
         ones.
       - The roles of this collection build this mapping; see each role's README for its variables.

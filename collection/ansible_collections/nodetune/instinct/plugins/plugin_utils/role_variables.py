@@ -3,13 +3,13 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """Controller side of the tune and verify action plugins: a host's role variables, taken, coerced and validated.
 
-Every role and variable is declared once, in ``module_utils/areas/declarations.py``. For a host, a role's variables are
-the
-host's values over the declared defaults, templated, then coerced and validated as Ansible validates a role's
-arguments (``-e nodetune_smt_offline_allowed=true`` is a boolean, ``-e nodetune_vm_dirty_ratio=20`` an integer);
-what cannot be coerced is refused, naming the variable, its value and what is valid. Before any of that, a
-``nodetune_*`` variable that nothing declares is refused with the nearest real name, and a run that would write
-to the controller's own ``/`` is refused without ``nodetune_controller_allowed``.
+Every role and variable is declared once (an area's in ``module_utils/areas/<area>.py``, collected with the others in
+``module_utils/areas/declarations.py``). For a host, a role's variables are the host's values over the declared
+defaults, templated, then coerced and validated as Ansible validates a role's arguments (``-e
+nodetune_smt_offline_allowed=true`` is a boolean, ``-e nodetune_vm_dirty_ratio=20`` an integer); what cannot be
+coerced is refused, naming the variable, its value and what is valid. Before any of that, a ``nodetune_*`` variable
+that nothing declares is refused with the nearest real name, and a run that would write to the controller's own ``/``
+is refused without ``nodetune_controller_allowed``.
 
 Tags: a run's ``--tags``/``--skip-tags`` select the areas (``selected``); the tune role's one task is tagged
 ``always`` and a ``meta: noop`` task beside it carries every area's tag (``--list-tags`` shows them). A tag that
@@ -34,6 +34,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
+from ansible_collections.nodetune.instinct.plugins.plugin_utils import variable_names
 from ansible_collections.nodetune.instinct.plugins.module_utils.audit.report import report_file_name
 from ansible_collections.nodetune.instinct.plugins.plugin_utils.report_files import learned_path, read_learned
 from ansible_collections.nodetune.instinct.plugins.plugin_utils import fleet_reports
@@ -69,7 +70,7 @@ def any_selected(task_vars, all_tags=ALL_TAGS):
 
 def undeclared_errors(task_vars):
     """A misspelt variable is refused instead of silently ignored (``nodetune_rot`` would leave the root at /)."""
-    return areas.undeclared(name for name in task_vars if isinstance(name, str))
+    return variable_names.undeclared(name for name in task_vars if isinstance(name, str))
 
 
 def tag_errors(task_vars, all_tags=None):
@@ -77,8 +78,8 @@ def tag_errors(task_vars, all_tags=None):
     ``all_tags`` (a task that applies or audits what the tags select) and no area selected, every tag that is
     neither a nodetune tag nor one of the collection's playbooks: such a run would otherwise do nothing and pass."""
     strict = all_tags is not None and not any_selected(task_vars, all_tags)
-    return areas.tag_errors(task_vars.get("ansible_run_tags") or [], task_vars.get("ansible_skip_tags") or [],
-                            strict=strict, others=areas.PLAYBOOK_TAGS)
+    return variable_names.tag_errors(task_vars.get("ansible_run_tags") or [], task_vars.get("ansible_skip_tags") or [],
+                            strict=strict, others=variable_names.PLAYBOOK_TAGS)
 
 
 def refused_tags(result, errors):

@@ -11,7 +11,7 @@ user set, its value and what is valid. Builders never raise on the first problem
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, ascii_int
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
@@ -152,3 +152,14 @@ def unknown_keys(ctx: Context, config: Dict[str, Any], known: Iterable[str], are
             ctx.error(hints[key])
         else:
             ctx.error("%s is not a setting of the %s area (known: %s)" % (key, area, ", ".join(sorted(known_set))))
+
+
+def role_variables(role: str, declaration: Dict[str, Any]) -> Tuple[str, ...]:
+    """The variables an area's builder takes: its declaration's, without its ``nodetune_<role>_enabled`` toggle."""
+    toggle = "nodetune_%s_enabled" % role
+    return tuple(name for name in declaration["variables"] if name != toggle)
+
+
+def choices(declaration: Dict[str, Any], variable: str) -> Tuple[Any, ...]:
+    """A variable's allowed values, as its declaration writes them once (the builder validates by them too)."""
+    return tuple(declaration["variables"][variable]["choices"])

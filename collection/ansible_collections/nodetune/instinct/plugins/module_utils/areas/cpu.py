@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
+    role_variables,
     CPU_DIR,
     Context,
     describe,
@@ -24,8 +24,94 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common imp
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting
 
+# The area's declaration: its role (ROLE), variables as an Ansible argument spec, check ids and docs; its
+# role's files are generated from it (scripts/gen_role_docs.py) and declarations.py collects every area's.
+ROLE = "cpu"
+DECLARATION = {
+    'kind': 'area',
+    'order': 20,
+    'steps': ['cpu.governor', 'cpu.epp', 'cpu.idle_state'],
+    'builder': 'cpu',
+    'setting_area': 'cpu',
+    'finding_prefix': 'cpu',
+    'check_ids': ['cpu.governor', 'cpu.epp', 'cpu.idle_state'],
+    'galaxy_tags': ['cpu', 'cpufreq'],
+    'severity': 'medium',
+    'short_description': 'cpufreq governor, amd-pstate aware EPP and idle states disabled by name',
+    'description': [
+        (
+            'The governor and EPP are written per online CPU (after the SMT step of the layout), idle states'
+            ' through C(cpuN/cpuidle/stateK/disable), chosen by C(stateK/name) because index 2 is not C2 on '
+            'every machine. None of these survives a reboot, so nodetune re-applies them at boot with '
+            'C(nodetune-restore.service).'
+        ),
+        (
+            'In amd-pstate active mode (driver C(amd-pstate-epp)) the C(performance) governor forces EPP to '
+            'C(performance) and the kernel refuses other values (EBUSY): such a request is refused before '
+            'any write.'
+        ),
+        (
+            'A node without cpufreq (VM, driver not loaded) or '
+            'without cpuidle gets a note, not an error.'
+        ),
+    ],
+    'variables': {
+        'nodetune_cpu_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_cpu_governor': {
+            'type': 'str',
+            'default': 'performance',
+            'description': [
+                (
+                    "cpufreq governor for every online CPU (the articles' C(cpupower frequency-set -g "
+                    'performance)).'
+                ),
+                (
+                    "Must be one of the node's C(scaling_available_governors); in amd-pstate active mode "
+                    'only C(performance) and C(powersave) exist. C(null) leaves the governor alone.'
+                ),
+            ],
+        },
+        'nodetune_cpu_epp': {
+            'type': 'str',
+            'default': None,
+            'description': [
+                (
+                    'Energy/performance preference (C(energy_performance_preference)) for every online CPU, '
+                    "one of the node's C(energy_performance_available_preferences) (typically C(default), "
+                    'C(performance), C(balance_performance), C(balance_power), C(power)).'
+                ),
+                (
+                    'Leave C(null) with the C(performance) governor in amd-pstate active mode (EPP is then '
+                    'forced to C(performance)); set it with the C(powersave) governor to steer amd-pstate.'
+                ),
+            ],
+        },
+        'nodetune_cpu_idle_states_disabled': {
+            'type': 'list',
+            'elements': 'str',
+            'default': ['C2'],
+            'description': [
+                (
+                    'Names of idle states (C(cpuN/cpuidle/stateK/name)) to disable on every online CPU. '
+                    "AMD's Instinct guides disable C2 (C(cpupower idle-set -d 2)) for low wake-up latency."
+                ),
+                (
+                    'A name the node does not have is skipped with a warning. C([]) leaves idle states '
+                    'alone.'
+                ),
+            ],
+        },
+    },
+}
+
 AREA = "cpu"
-VARIABLES = areas.area_variables(AREA)
+VARIABLES = role_variables(ROLE, DECLARATION)
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:

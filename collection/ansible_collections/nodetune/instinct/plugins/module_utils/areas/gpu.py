@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
+    role_variables,
     Context,
     unknown_keys,
     want_bool,
@@ -43,8 +43,126 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common imp
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import clock_levels, od_range, parse_int
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import EXACT, INT, OD_CLOCK, Setting
 
+# The area's declaration: its role (ROLE), variables as an Ansible argument spec, check ids and docs; its
+# role's files are generated from it (scripts/gen_role_docs.py) and declarations.py collects every area's.
+ROLE = "gpu"
+DECLARATION = {
+    'kind': 'area',
+    'order': 75,
+    'steps': ['gpu.compute_partition', 'gpu.memory_partition', 'gpu.power_cap', 'gpu.perf_level',
+              'gpu.determinism_clock'],
+    'builder': 'gpu',
+    'setting_area': 'gpu',
+    'finding_prefix': 'gpu',
+    'check_ids': ['gpu.compute_partition', 'gpu.memory_partition', 'gpu.power_cap', 'gpu.perf_level',
+                  'gpu.determinism_clock'],
+    'galaxy_tags': ['gpu', 'rocm'],
+    'severity': 'medium',
+    'short_description': 'AMD GPU performance determinism, power cap, compute and memory partitions (opt-in)',
+    'description': [
+        (
+            "Performance determinism as C(rocm-smi --setperfdeterminism) sets it (rocm_smi_lib's "
+            'rsmi_perf_determinism_mode_set): C(perf_determinism) to C(power_dpm_force_performance_level), '
+            'then C(s 1 <MHz>) and C(c) to C(pp_od_clk_voltage). The power cap through hwmon C(power1_cap) '
+            '(microwatts, within C(power1_cap_min) and C(power1_cap_max)). The compute and memory partitions '
+            'of MI300-series GPUs (C(current_compute_partition), C(current_memory_partition)).'
+        ),
+        (
+            'Everything is off by default. A partition switch is disruptive and needs '
+            'C(nodetune_gpu_partition_allowed=true) too: a compute partition switch is refused while KFD '
+            'processes are open (amdgpu refuses it with EBUSY; nodetune names the PIDs first), and a memory '
+            'partition is a request amdgpu applies when the driver reloads, reported as C(reboot_required). '
+            'Every previous value is journaled and a revert puts it back, the level before the clock.'
+        ),
+        (
+            'amdgpu resets all of these when it loads; nodetune does not re-apply them at boot, so verify '
+            'reports them after a reboot until the next apply. See docs/rocm.md, "GPU area".'
+        ),
+    ],
+    'variables': {
+        'nodetune_gpu_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_gpu_perf_determinism': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    'Put every AMD GPU in performance determinism at C(nodetune_gpu_perf_determinism_mhz) '
+                    '(C(false) leaves the performance level and clocks alone).'
+                ),
+            ],
+        },
+        'nodetune_gpu_perf_determinism_mhz': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                (
+                    'The maximum GFX clock of performance determinism, in MHz. C(null) takes the clock AMD '
+                    'validates for the model (MI300X: 1900, as its pre-training validation runs '
+                    'C(rocm-smi --setperfdeterminism 1900)); other models need it set.'
+                ),
+                (
+                    "It must lie in the GPU's GFX clock range (C(pp_od_clk_voltage)'s C(OD_RANGE), or the "
+                    'levels of C(pp_dpm_sclk)): others are refused before any write, naming the range.'
+                ),
+            ],
+        },
+        'nodetune_gpu_power_cap_w': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                (
+                    'Power cap of every AMD GPU in watts, written to hwmon C(power1_cap) in microwatts. It '
+                    "must lie within the GPU's C(power1_cap_min) and C(power1_cap_max) (750 W on MI300X), "
+                    'else it is refused before any write. C(null) leaves the cap alone.'
+                ),
+            ],
+        },
+        'nodetune_gpu_compute_partition': {
+            'type': 'str',
+            'default': None,
+            'choices': [None, 'SPX', 'DPX', 'TPX', 'QPX', 'CPX'],
+            'description': [
+                (
+                    'Compute partition of every MI300-series GPU; it must be one the GPU lists in '
+                    'C(available_compute_partition) for its memory partition. Refused while KFD processes '
+                    'are open. Needs C(nodetune_gpu_partition_allowed). C(null) leaves it alone.'
+                ),
+            ],
+        },
+        'nodetune_gpu_memory_partition': {
+            'type': 'str',
+            'default': None,
+            'choices': [None, 'NPS1', 'NPS2', 'NPS3', 'NPS4', 'NPS6', 'NPS8'],
+            'description': [
+                (
+                    'Memory partition of every MI300-series GPU, one of C(available_memory_partition). amdgpu '
+                    'takes it as a request that applies when the driver reloads: the run reports '
+                    'C(reboot_required) and verify checks the current mode until then. Needs '
+                    'C(nodetune_gpu_partition_allowed). C(null) leaves it alone.'
+                ),
+            ],
+        },
+        'nodetune_gpu_partition_allowed': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    'Opt-in for the disruptive part: without it a compute or memory partition that differs '
+                    "from the GPU's is refused before any write, naming the GPUs and the switch."
+                ),
+            ],
+        },
+    },
+}
+
 AREA = "gpu"
-VARIABLES = areas.area_variables(AREA)
+VARIABLES = role_variables(ROLE, DECLARATION)
 LEVEL = "power_dpm_force_performance_level"
 OD_FILE = "pp_od_clk_voltage"
 DPM_SCLK = "pp_dpm_sclk"

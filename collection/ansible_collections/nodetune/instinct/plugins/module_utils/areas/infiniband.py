@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
+    choices,
+    role_variables,
     Context,
     describe,
     unknown_keys,
@@ -40,9 +41,143 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas.sysctl imp
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, ascii_int, is_digits
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import INT, Setting
 
+# The area's declaration: its role (ROLE), variables as an Ansible argument spec, check ids and docs; its
+# role's files are generated from it (scripts/gen_role_docs.py) and declarations.py collects every area's.
+ROLE = "infiniband"
+DECLARATION = {
+    'kind': 'area',
+    'order': 50,
+    'steps': ['ib.mtu'],
+    'builder': 'infiniband',
+    'setting_area': 'infiniband',
+    'finding_prefix': 'ib',
+    'check_ids': ['ib.mtu'],  # and its caps and thresholds as sysctl.<key>, as the sysctl area's
+    'galaxy_tags': ['infiniband', 'networking'],
+    'severity': 'medium',
+    'short_description': 'IPoIB MTU by mode, socket buffer caps and neighbour table thresholds',
+    'description': [
+        (
+            'IPoIB in datagram mode carries at most the IB link MTU minus the 4-byte IPoIB header: 4092 with'
+            " a 4K IB MTU, 2044 with 2K. The articles' C(ifconfig ib0 mtu 4096) fails with EINVAL, so 4096 "
+            'is refused with the reason. Connected mode allows up to 65520, but ConnectX-4 and later use '
+            "Enhanced IPoIB, which is datagram only. The subnet manager's broadcast group MTU can cap it "
+            'further.'
+        ),
+        (
+            "Changing an MTU briefly drops the interface's traffic, so it is opt-in: C(nodetune_ipoib_mtu) "
+            'is C(null) (left alone) by default, and a change needs '
+            'C(nodetune_ipoib_mtu_change_allowed=true).'
+        ),
+        (
+            'C(net.core.rmem_max)/C(wmem_max) only cap what applications ask for with SO_RCVBUF/SO_SNDBUF; '
+            "TCP autotuning is bounded by C(net.ipv4.tcp_rmem)/C(tcp_wmem) (set those with the sysctl role's"
+            ' C(nodetune_sysctl_extra) if you need them). Sysctls persist in C(/etc/sysctl.d/).'
+        ),
+    ],
+    'variables': {
+        'nodetune_infiniband_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_ipoib_mtu': {
+            'type': 'raw',
+            'default': None,
+            'description': [
+                (
+                    "MTU of every IPoIB interface, an integer or C(max) (the largest the interface's mode "
+                    'allows, IB link MTU - 4 in datagram mode, 65520 in connected mode). C(null) leaves MTUs'
+                    ' alone.'
+                ),
+                (
+                    "Values above the mode's limit are refused before any write (4096 in datagram mode is "
+                    'the classic mistake, use 4092 or C(max)); values below 1280 are refused too (IPv6 needs'
+                    ' 1280).'
+                ),
+            ],
+        },
+        'nodetune_ipoib_mtu_change_allowed': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    "Opt-in for changing an interface's MTU (it briefly "
+                    "drops the interface's traffic)."
+                ),
+            ],
+        },
+        'nodetune_ib_link_mtu': {
+            'type': 'int',
+            'default': 4096,
+            'choices': [256, 512, 1024, 2048, 4096],
+            'description': [
+                (
+                    'The InfiniBand link MTU of the fabric (set by the subnet manager); the IPoIB datagram '
+                    'limit is this minus 4.'
+                ),
+            ],
+        },
+        'nodetune_net_core_rmem_max': {
+            'type': 'int',
+            'default': 2097152,
+            'description': [
+                (
+                    "C(net.core.rmem_max), the cap of SO_RCVBUF (the articles' 2 MiB). C(null) leaves it "
+                    'alone.'
+                ),
+                (
+                    'A cap is "at least": a node whose own cap is larger keeps it (nodetune never lowers '
+                    'it). A node without an InfiniBand/RDMA device gets nothing from this area.'
+                ),
+            ],
+        },
+        'nodetune_net_core_wmem_max': {
+            'type': 'int',
+            'default': 2097152,
+            'description': [
+                (
+                    "C(net.core.wmem_max), the cap of SO_SNDBUF (the articles' 2 MiB). C(null) leaves it "
+                    'alone.'
+                ),
+                'At least, like C(nodetune_net_core_rmem_max).',
+            ],
+        },
+        'nodetune_neigh_gc_thresh1': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                'C(net.ipv4.neigh.default.gc_thresh1); C(null) leaves it alone.',
+            ],
+        },
+        'nodetune_neigh_gc_thresh2': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                'C(net.ipv4.neigh.default.gc_thresh2); C(null) leaves it alone.',
+            ],
+        },
+        'nodetune_neigh_gc_thresh3': {
+            'type': 'int',
+            'default': 10240,
+            'description': [
+                (
+                    'C(net.ipv4.neigh.default.gc_thresh3), the hard cap of neighbour (ARP) entries (the '
+                    "articles' 10240, for large fabrics)."
+                ),
+                (
+                    "nodetune keeps C(gc_thresh1 <= gc_thresh2 <= gc_thresh3), comparing with the node's "
+                    'current values for the ones left C(null), and refuses an order that breaks it.'
+                ),
+            ],
+        },
+    },
+}
+
 AREA = "infiniband"
-VARIABLES = areas.area_variables(AREA)
-IB_MTUS = (256, 512, 1024, 2048, 4096)
+VARIABLES = role_variables(ROLE, DECLARATION)
+IB_MTUS = choices(DECLARATION, "nodetune_ib_link_mtu")
 IPOIB_HEADER = 4
 CONNECTED_MAX = 65520
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
+    choices,
+    role_variables,
     Context,
     unknown_keys,
     want_bool,
@@ -31,10 +32,146 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
     Setting,
 )
 
-AREA = "irq"
+# The area's declaration: its role (ROLE), variables as an Ansible argument spec, check ids and docs; its
+# role's files are generated from it (scripts/gen_role_docs.py) and declarations.py collects every area's.
 ROLE = "irq_affinity"
-MODES = ("disable", "ban", "leave")
-VARIABLES = areas.area_variables(ROLE)
+DECLARATION = {
+    'kind': 'area',
+    'order': 40,
+    'steps': ['irq.irqbalance', 'irq.nic_local', 'irq.gpu_local'],
+    'builder': 'irq',
+    'setting_area': 'irq',
+    'finding_prefix': 'irq',
+    'check_ids': ['irq.irqbalance', 'irq.nic_local', 'irq.gpu_local', 'irq.managed'],
+    'galaxy_tags': ['irq', 'networking'],
+    'severity': 'high',
+    'short_description': 'irqbalance out of the way; NIC completion and GPU IRQs pinned to local cores',
+    'description': [
+        (
+            'The layout planner puts each NIC completion vector (C(mlx5_comp*)) on one physical core of the '
+            "NIC's own NUMA node, primary SMT thread only, skipping the async vector and the housekeeping "
+            'cores. B(By default the vectors spread round-robin over every other core of the node, the GPU '
+            'rank cores included) (layout policy C(irq_cores: 0)), as mlnx-tools\' '
+            "C(set_irq_affinity_bynode.sh) does: no core takes more than ceil(vectors / cores), where "
+            'reserving a few cores away from the ranks (C(irq_cores: auto) or a number) piles dozens of '
+            'vectors on each of them; a rank loses a little CPU time to the few it carries. The articles\' '
+            "loop that writes CPU 1 to every mlx5 IRQ is wrong, and mlnx-tools' C(set_irq_affinity.sh) is "
+            'not NUMA-aware. See docs/layout.md.'
+        ),
+        (
+            'Each GPU\'s C(amdgpu) vector (one per PCI function, not kernel-managed) goes to a core of its '
+            "own rank, on its GPU's NUMA node, one GPU per core: the amdgpu handler runs there and the KFD "
+            'event work it queues on a CPU next to it (same L3), beside the rank they wake (C(irq.gpu_local)). '
+            "Left alone it stays wherever the kernel's default or irqbalance put it, possibly another NUMA "
+            'node.'
+        ),
+        (
+            'B(By default irqbalance is stopped and disabled) (C(nodetune_irqbalance_mode=disable)): it '
+            'rewrites hand-set affinities at its next rebalance, so deterministic pinning needs it out of '
+            'the way. This is the documented default of the pinned layout; C(ban) keeps irqbalance running '
+            'but off the pinned CPUs instead.'
+        ),
+        (
+            'Kernel-managed IRQs (NVMe queues, many multi-queue drivers) cannot be moved (EIO/EPERM): they '
+            'are reported, never written. Affinities do not survive a reboot; C(nodetune-restore.service) '
+            're-applies them at boot, finding each IRQ by its action name (numbers change between boots).'
+        ),
+        (
+            'mlx5 creates its completion vectors on first use since Linux 6.5 (commit f14c1a14e632), so after '
+            'a reboot only those in use exist: the others are pending, not errors, for the boot restore and for '
+            'verify (C(not_applicable)), and C(nodetune-irq-repin.timer) pins each one within 10 s of its '
+            'creation, once (a later move is drift for verify). See docs/tuning.md.'
+        ),
+    ],
+    'variables': {
+        'nodetune_irq_affinity_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_irqbalance_mode': {
+            'type': 'str',
+            'default': 'disable',
+            'choices': ['disable', 'ban', 'leave'],
+            'description': [
+                (
+                    'C(disable) stops and disables C(irqbalance.service) (the default for deterministic '
+                    'pinning), once C(nodetune_irqbalance_stop_allowed) allows it.'
+                ),
+                (
+                    'C(ban) keeps irqbalance running and sets C(IRQBALANCE_BANNED_CPULIST) to the CPUs that '
+                    'take pinned NIC IRQs and C(IRQBALANCE_ARGS) to C(--policyscript=/usr/local/sbin/'
+                    'nodetune-irqbalance-policy), which tells irqbalance C(ban=true) for each pinned IRQ, named '
+                    'by its action in C(/etc/nodetune/irqbalance-banned) (without it irqbalance would move them '
+                    'off the banned CPUs; C(--banirq=N) went stale at the next boot, as IRQ numbers change), in '
+                    'C(/etc/default/irqbalance) (Debian family) or C(/etc/sysconfig/irqbalance) (RHEL, '
+                    'SUSE). irqbalance reads the file when it starts, so restart it once yourself.'
+                ),
+                (
+                    'C(leave) does not touch irqbalance; pinned affinities then only last until its next '
+                    'rebalance.'
+                ),
+                'Nothing is done for irqbalance where it is not installed.',
+            ],
+        },
+        'nodetune_irqbalance_stop_allowed': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    'Opt-in for the disruptive part of C(disable). Stopping a service is opt-in (the safety '
+                    'rules), so with C(false) a node whose irqbalance is running or enabled gets a warning, '
+                    'and neither irqbalance nor the NIC and GPU IRQs are touched (pins would not survive '
+                    "irqbalance's next rebalance); verify reports the area as not applicable with the "
+                    'reason. Nodes where irqbalance is already stopped and disabled, or not installed, are '
+                    'pinned either way.'
+                ),
+            ],
+        },
+        'nodetune_irq_pin_nic': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                (
+                    'Pin NIC completion vectors as the layout planner placed them '
+                    '(C(/proc/irq/N/smp_affinity_list)).'
+                ),
+            ],
+        },
+        'nodetune_irq_pin_gpu': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                (
+                    "Pin each GPU's C(amdgpu) vector to the core of its rank the layout planner chose "
+                    '(C(irq.gpu_local)); re-applied at boot like the NIC vectors. C(false) leaves the GPU '
+                    'vectors where they are.'
+                ),
+            ],
+        },
+        'nodetune_os_family': {
+            'type': 'str',
+            'default': None,
+            'description': [
+                (
+                    'Which irqbalance configuration file C(ban) edits when the node has none yet; one of '
+                    'C(Debian) (C(/etc/default/irqbalance)), C(RedHat) or C(Suse) '
+                    '(C(/etc/sysconfig/irqbalance)); any other value is refused before anything is written.'
+                ),
+                (
+                    'C(null) uses the file the node already has, else the Debian location. Facts are not '
+                    'gathered, so set it per group on RHEL-family fleets.'
+                ),
+            ],
+        },
+    },
+}
+
+AREA = "irq"
+MODES = choices(DECLARATION, "nodetune_irqbalance_mode")
+VARIABLES = role_variables(ROLE, DECLARATION)
 UNIT = "irqbalance.service"
 CONFIG_BY_FAMILY = {"Debian": "etc/default/irqbalance", "RedHat": "etc/sysconfig/irqbalance",
                     "Suse": "etc/sysconfig/irqbalance"}

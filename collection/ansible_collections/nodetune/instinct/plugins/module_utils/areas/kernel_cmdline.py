@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.devices import detect_platform
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import bootloader
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover import cmdline
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.cmdline import AMD_IOMMU_OPTIONS
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
+    choices,
+    role_variables,
     Context,
     describe,
     unknown_keys,
@@ -41,13 +42,122 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding imp
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import BOOT, CONTENT, FILE, Setting
 
+# The area's declaration: its role (ROLE), variables as an Ansible argument spec, check ids and docs; its
+# role's files are generated from it (scripts/gen_role_docs.py) and declarations.py collects every area's.
+ROLE = "kernel_cmdline"
+DECLARATION = {
+    'kind': 'area',
+    'order': 73,  # the drop-in (73) before the boot entries (74): revert removes it, then regenerates grub.cfg
+    'steps': ['kernel_cmdline.dropin', 'kernel_cmdline.configured'],
+    'builder': 'kernel_cmdline',
+    'setting_area': 'kernel_cmdline',
+    'finding_prefix': 'kernel_cmdline',
+    'check_ids': ['kernel_cmdline.dropin', 'kernel_cmdline.configured', 'kernel_cmdline.running'],
+    'galaxy_tags': ['grub', 'iommu'],
+    'severity': 'medium',
+    'short_description': 'iommu=pt, pci=realloc=off and no amd_iommu=on on the kernel command line (opt-in, reboot)',
+    'description': [
+        (
+            "AMD's Instinct guides ask for C(iommu=pt) (MI300X; MI200 where the IOMMU is on) and "
+            'C(pci=realloc=off) (MI300X) on the kernel command line; C(amd_iommu=on) is not a value the kernel '
+            "knows (it logs C(AMD-Vi: Unknown option)) and is removed. The defaults follow the node's GPUs "
+            '(C(nodetune_kernel_cmdline_platform)); C(nodetune_kernel_cmdline_args) replaces them.'
+        ),
+        (
+            'On BootLoaderSpec nodes (RHEL 9 and later, Fedora: C(/boot/loader/entries)) through C(grubby '
+            '--update-kernel=ALL --remove-args=... --args=...), every entry\'s previous options journaled; on GRUB '
+            'nodes (Debian, Ubuntu) through the drop-in C(/etc/default/grub.d/99-nodetune-kernel-cmdline.cfg), '
+            'which grub-mkconfig sources after C(/etc/default/grub), then C(update-grub). A node with neither is '
+            'refused before any write.'
+        ),
+        (
+            'Opt-in (C(nodetune_kernel_cmdline_allowed)): the change takes effect at the next boot, so apply '
+            'reports C(reboot_required) and reboots nothing. Verify compares every boot entry '
+            '(C(kernel_cmdline.configured)) and C(/proc/cmdline) (C(kernel_cmdline.running)): a node configured '
+            'but not rebooted is C(pending), and so are the C(bios.iommu) findings the next boot fixes. Revert '
+            'puts every entry back. See docs/tuning.md, "Kernel command line".'
+        ),
+    ],
+    'variables': {
+        'nodetune_kernel_cmdline_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                (
+                    'Look at this area. When false the area is left exactly as it is. Nothing is changed unless '
+                    'C(nodetune_kernel_cmdline_allowed) is true as well.'
+                ),
+            ],
+        },
+        'nodetune_kernel_cmdline_allowed': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    'Opt-in for changing the boot loader (a reboot is needed for it to take effect). With '
+                    'C(false) the area changes nothing, and says in a note what the boot entries lack.'
+                ),
+            ],
+        },
+        'nodetune_kernel_cmdline_platform': {
+            'type': 'str',
+            'default': 'auto',
+            'choices': ['auto', 'mi250', 'mi300x', 'generic'],
+            'description': [
+                (
+                    "Whose advice the default arguments follow: C(auto) from the GPUs' PCI device ids (as "
+                    'bios_check detects them), C(mi300x) (C(iommu=pt pci=realloc=off)), C(mi250) (C(iommu=pt)), '
+                    'C(generic) (none).'
+                ),
+            ],
+        },
+        'nodetune_kernel_cmdline_args': {
+            'type': 'list',
+            'elements': 'str',
+            'default': None,
+            'description': [
+                (
+                    'The kernel parameters to have, each one word (C(key=value) or a bare C(key)), replacing the '
+                    "platform's. A parameter set to another value on the node is replaced (grubby's C(--args) "
+                    'replaces a word of the same key; the GRUB drop-in filters it out). C(null) takes the '
+                    "platform's advice. A word with blanks, quotes, C($) or a backslash, an C(amd_iommu=) option "
+                    'the kernel does not know, or two values for one key are refused before any write.'
+                ),
+            ],
+        },
+        'nodetune_kernel_cmdline_extra_args': {
+            'type': 'list',
+            'elements': 'str',
+            'default': [],
+            'description': [
+                (
+                    'More parameters on top of C(nodetune_kernel_cmdline_args), e.g. '
+                    "C([pci=disable_acs_redir=pci:1022:14ab;pci:1000:c030]) (health.pcie_acs's remedy names the "
+                    "node's ports). A word GRUB would misread (C(;)) is single-quoted in grub.cfg."
+                ),
+            ],
+        },
+        'nodetune_kernel_cmdline_remove_args': {
+            'type': 'list',
+            'elements': 'str',
+            'default': ['amd_iommu=on'],
+            'description': [
+                (
+                    'Parameters to take out of every boot entry: a C(key=value) word as written, or a bare C(key) '
+                    'with every value. C(null) or C([]) removes nothing.'
+                ),
+            ],
+        },
+    },
+}
+
 AREA = "kernel_cmdline"
 DROPIN_ID = "kernel_cmdline.dropin"
 CONFIGURED_ID = "kernel_cmdline.configured"
 RUNNING_ID = "kernel_cmdline.running"
 CHECK_IDS = (DROPIN_ID, CONFIGURED_ID, RUNNING_ID)
-VARIABLES = areas.area_variables(AREA)
-PLATFORM_CHOICES = ("auto", "mi250", "mi300x", "generic")
+VARIABLES = role_variables(ROLE, DECLARATION)
+PLATFORM_CHOICES = choices(DECLARATION, "nodetune_kernel_cmdline_platform")
 # What AMD's guides put on the command line, per platform (DOMAIN.md): MI300X iommu=pt and pci=realloc=off; MI200
 # iommu=pt (the IOMMU is on at >= 256 logical CPUs for x2APIC; with it off in the BIOS iommu=pt changes nothing).
 PLATFORM_ARGS = {"mi300x": ("iommu=pt", "pci=realloc=off"), "mi250": ("iommu=pt",)}

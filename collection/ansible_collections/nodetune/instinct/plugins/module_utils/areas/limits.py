@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as declaration
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
+    role_variables,
     Context,
     describe,
     unknown_keys,
@@ -53,8 +53,116 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding imp
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import is_digits
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import FILE, Setting
 
+# The area's declaration: its role (ROLE), variables as an Ansible argument spec, check ids and docs; its
+# role's files are generated from it (scripts/gen_role_docs.py) and declarations.py collects every area's.
+ROLE = "limits"
+DECLARATION = {
+    'kind': 'area',
+    'order': 72,  # its files are independent of each other and of the other areas' settings
+    'builder': 'limits',
+    'setting_area': 'limits',
+    'finding_prefix': 'limits',
+    'check_ids': ['limits.pam', 'limits.systemd', 'limits.unit', 'limits.effective'],
+    'galaxy_tags': ['limits', 'rdma'],
+    'severity': 'medium',
+    'short_description': 'memlock unlimited (and nofile) for login sessions, systemd services and slurmd (opt-in)',
+    'description': [
+        (
+            'RDMA pins job memory, which the kernel charges against the locked-memory limit (RLIMIT_MEMLOCK), '
+            "so jobs need C(memlock unlimited) (AMD's RCCL guides: C(ulimit -l unlimited)). nodetune writes "
+            'its own files: C(/etc/security/limits.d/99-nodetune-limits.conf) (pam_limits, for login '
+            'sessions), C(/etc/systemd/system.conf.d/99-nodetune-limits.conf) with C(DefaultLimitMEMLOCK) '
+            '(for services) and, for each unit in C(nodetune_limits_units), '
+            'C(/etc/systemd/system/<unit>.d/nodetune-limits.conf) with C(LimitMEMLOCK).'
+        ),
+        (
+            'None of them changes a running process: pam_limits applies them at the next login, systemd '
+            'reads them at C(systemctl daemon-reload) (or C(daemon-reexec)) and a service gets them when it is '
+            'restarted. nodetune reloads and restarts nothing; verify (C(limits.effective)) reports a limit '
+            "that is configured but not in effect as drift naming the reload or restart it needs, from the "
+            "manager's value (C(systemctl show)) and the unit's main process (C(/proc/<pid>/limits)), and a "
+            'file read after nodetune\'s that sets another value as drift naming that file. With the area on, '
+            'its findings replace C(health.memlock). See docs/tuning.md, "Limits".'
+        ),
+        (
+            'Off by default: it sets a site-wide policy (every login, every service) and takes effect only at '
+            'the next login, reload or restart. Revert removes the files (and the drop-in directories it made).'
+        ),
+    ],
+    'variables': {
+        'nodetune_limits_enabled': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                'Tune this area (opt-in). When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_limits_memlock': {
+            'type': 'str',
+            'default': 'unlimited',
+            'description': [
+                (
+                    'Max locked memory: C(unlimited), or a size in KiB as limits.conf takes it (C(1) to '
+                    'C(18014398509481983), e.g. C(67108864) for 64 GiB). Written to the limits.d file for each '
+                    'domain (soft and hard), and as C(infinity) or C(<KiB>K) to C(DefaultLimitMEMLOCK) and the '
+                    "units' C(LimitMEMLOCK). C(null) leaves memlock alone (no systemd file)."
+                ),
+            ],
+        },
+        'nodetune_limits_nofile': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                (
+                    'Max open files for login sessions (limits.d, soft and hard), from 1 to the node\'s '
+                    'C(fs.nr_open): above it setrlimit fails and pam_limits refuses the login, so it is refused '
+                    "before any write, and so is C(unlimited). Services keep their units' C(LimitNOFILE). "
+                    'C(null) (default) leaves nofile alone.'
+                ),
+            ],
+        },
+        'nodetune_limits_domains': {
+            'type': 'list',
+            'elements': 'str',
+            'default': ['*', 'root'],
+            'description': [
+                (
+                    'The limits.conf domains the limits.d lines are written for: C(*) (every user without a line '
+                    'of their own), user names, C(@group). C(root) is in the default because Debian\'s and '
+                    "Ubuntu's pam_limits do not apply C(*) to root (upstream's does). C([]) writes no limits.d "
+                    'file.'
+                ),
+            ],
+        },
+        'nodetune_limits_systemd_default': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                (
+                    "Write C(DefaultLimitMEMLOCK) to system.conf.d: every service's default, for the services "
+                    'that start jobs without a C(LimitMEMLOCK) of their own.'
+                ),
+            ],
+        },
+        'nodetune_limits_units': {
+            'type': 'list',
+            'elements': 'str',
+            'default': [],
+            'description': [
+                (
+                    'Service units that start jobs, e.g. C([slurmd.service]): each gets a drop-in with '
+                    'C(LimitMEMLOCK), which wins over the default and over the unit file. A name that is not a '
+                    "systemd service unit name is refused; a unit the node does not have gets a warning (its "
+                    'drop-in takes effect once it is installed). Restart them yourself after C(systemctl '
+                    'daemon-reload).'
+                ),
+            ],
+        },
+    },
+}
+
 AREA = "limits"
-VARIABLES = declaration.area_variables(AREA)
+VARIABLES = role_variables(ROLE, DECLARATION)
 PAM_FILE = "etc/security/limits.d/99-nodetune-limits.conf"
 SYSTEMD_FILE = "etc/systemd/system.conf.d/99-nodetune-limits.conf"
 UNIT_DROPIN = "etc/systemd/system/%s.d/nodetune-limits.conf"

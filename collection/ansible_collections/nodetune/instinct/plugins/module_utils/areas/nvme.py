@@ -15,8 +15,8 @@ from __future__ import annotations
 import fnmatch
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
+    role_variables,
     Context,
     describe,
     unknown_keys,
@@ -25,8 +25,107 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common imp
 from ansible_collections.nodetune.instinct.plugins.module_utils.parse import ParseError, ascii_int
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import CHOICE, FILE, INT, Setting
 
+# The area's declaration: its role (ROLE), variables as an Ansible argument spec, check ids and docs; its
+# role's files are generated from it (scripts/gen_role_docs.py) and declarations.py collects every area's.
+ROLE = "nvme"
+DECLARATION = {
+    'kind': 'area',
+    'order': 30,
+    'steps': ['nvme.scheduler', 'nvme.nr_requests'],
+    'builder': 'nvme',
+    'setting_area': 'nvme',
+    'finding_prefix': 'nvme',
+    'check_ids': ['nvme.scheduler', 'nvme.nr_requests', 'nvme.module_options'],
+    'galaxy_tags': ['nvme', 'storage'],
+    'severity': 'medium',
+    'short_description': 'NVMe I/O scheduler, nr_requests within its limit, nvme module options',
+    'description': [
+        (
+            'The scheduler is set first, then C(nr_requests): switching the scheduler resets C(nr_requests).'
+            ' With C(none) the most C(nr_requests) can be is the hardware tag depth (1023 on a default '
+            "NVMe), so the articles' C(echo 1024 > .../nr_requests) after C(echo none > .../scheduler) fails"
+            ' with EINVAL; with an elevator the limit is 2048. Both are checked per device before any write,'
+            ' and persisted with a udev rule in C(/etc/udev/rules.d/).'
+        ),
+        (
+            "There is no C(queue/nr_queues) file (the articles' C(echo 32 > .../nr_queues) writes nowhere): "
+            'NVMe hardware queues are fixed when the driver probes the device. They are shaped with the nvme'
+            ' module options (C(write_queues), C(poll_queues), C(io_queue_depth)) in C(/etc/modprobe.d/), '
+            'which take effect at the next driver load; nodetune reports C(reboot_required) and never '
+            'pretends they applied.'
+        ),
+    ],
+    'variables': {
+        'nodetune_nvme_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_nvme_devices': {
+            'type': 'str',
+            'default': 'nvme*n*',
+            'description': [
+                (
+                    'Shell-style pattern of the NVMe namespaces '
+                    '(C(/sys/block) names) to tune.'
+                ),
+            ],
+        },
+        'nodetune_nvme_scheduler': {
+            'type': 'str',
+            'default': 'none',
+            'description': [
+                (
+                    "I/O scheduler of each selected namespace (the articles' C(none)). It must be one the "
+                    'device offers (C(queue/scheduler) lists them, e.g. C([none] mq-deadline kyber bfq)); '
+                    "load an elevator's module to offer more. C(null) leaves the scheduler alone."
+                ),
+            ],
+        },
+        'nodetune_nvme_nr_requests': {
+            'type': 'raw',
+            'default': 'max',
+            'description': [
+                (
+                    "C(queue/nr_requests) of each selected namespace, an integer from 4 to the scheduler's "
+                    'limit, or C(max) (the limit itself). C(null) leaves it alone.'
+                ),
+                (
+                    'The limit is the hardware tag depth with C(none) (1023 by default) and 2048 with an '
+                    "elevator; the articles' 1024 with C(none) is refused with that explanation. C(max) is "
+                    'the corrected default.'
+                ),
+            ],
+        },
+        'nodetune_nvme_module_options': {
+            'type': 'dict',
+            'default': {},
+            'description': [
+                (
+                    'nvme driver options written to C(/etc/modprobe.d/nodetune-nvme.conf), for example '
+                    'C({io_queue_depth: 1024, poll_queues: 4}). Valid keys are C(io_queue_depth) (2..4095), '
+                    'C(write_queues) and C(poll_queues) (0..number of CPUs).'
+                ),
+                (
+                    'They take effect at the next driver load (reboot); the run reports C(reboot_required). '
+                    'C({}) writes no file.'
+                ),
+            ],
+        },
+    },
+}
+DECLARATION["hints"] = {
+    "nodetune_nvme_nr_queues": (
+        "nodetune_nvme_nr_queues is not a setting: there is no /sys/block/<dev>/queue/nr_queues file (the article's "
+        "'echo 32 > .../nr_queues' writes nowhere). NVMe hardware queues are fixed when the driver probes the device "
+        "(one /sys/block/<dev>/mq/<n>/ per queue); shape them with nodetune_nvme_module_options (write_queues, "
+        "poll_queues, io_queue_depth), which take effect at the next reboot"),
+}
+
 AREA = "nvme"
-VARIABLES = areas.area_variables(AREA)
+VARIABLES = role_variables(ROLE, DECLARATION)
 SCHED_MAX_REQUESTS = 2048
 # single-queue elevators removed in Linux 5.0 (old tuning guides still name them) -> their blk-mq counterparts
 LEGACY_SCHEDULERS = {"noop": "none", "deadline": "mq-deadline", "cfq": "bfq"}
@@ -36,7 +135,7 @@ MODULE_OPTIONS = {  # name -> (low, high) ; high None = number of CPUs
     "write_queues": (0, None),
     "poll_queues": (0, None),
 }
-NR_QUEUES_HINT = areas.hints(AREA)["nodetune_nvme_nr_queues"]
+NR_QUEUES_HINT = DECLARATION["hints"]["nodetune_nvme_nr_queues"]
 
 
 def devices(ctx: Context, pattern: str) -> List[Dict[str, Any]]:
@@ -56,7 +155,7 @@ def nr_requests_limit(ctx: Context, device: Dict[str, Any], scheduler: str) -> i
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
-    unknown_keys(ctx, config, VARIABLES, AREA, hints=areas.hints(AREA))
+    unknown_keys(ctx, config, VARIABLES, AREA, hints=DECLARATION["hints"])
     pattern = want_str(ctx, config, "nodetune_nvme_devices") or "nvme*n*"
     scheduler = want_str(ctx, config, "nodetune_nvme_scheduler")
     requested = config.get("nodetune_nvme_nr_requests")

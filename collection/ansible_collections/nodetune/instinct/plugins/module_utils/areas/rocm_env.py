@@ -24,12 +24,13 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Tuple
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils import interpreter
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import owned_paths
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rank_bind
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import rocm_catalog as catalog
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
+    choices,
+    role_variables,
     Context,
     describe,
     unknown_keys,
@@ -44,8 +45,231 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import FILE, Setting
 
+# The area's declaration: its role (ROLE), variables as an Ansible argument spec, check ids and docs; its
+# role's files are generated from it (scripts/gen_role_docs.py) and declarations.py collects every area's.
+ROLE = "rocm_env"
+DECLARATION = {
+    'kind': 'area',
+    'order': 70,
+    'builder': 'rocm_env',
+    'setting_area': 'rocm_env',
+    'finding_prefix': 'rocm',
+    'check_ids': ['rocm.env', 'rocm.ranks', 'rocm.bind'],
+    'galaxy_tags': ['rocm', 'rccl'],
+    'severity': 'medium',
+    'short_description': (
+        'RCCL/ROCr/PyTorch environment with real names, the '
+        "articles' scenario profiles, per-rank binding"
+    ),
+    'description': [
+        (
+            "The environment is built from a scenario profile (C(nodetune_rocm_profile)), then this node's "
+            'NIC lists from its Layout (C(nodetune_rocm_layout_env)), then your own C(nodetune_rocm_env) on '
+            "top, every value checked against nodetune's catalogue of what RCCL, ROCr, HIP and PyTorch "
+            'really read (docs/rocm.md). It is written to C(/etc/rccl.conf) (RCCL reads its KEY=VALUE lines '
+            'verbatim and never lets them override the environment; C(NCCL_*)/C(RCCL_*) names only), a '
+            "login-shell profile script (single-quoted values) and an environment file for systemd's "
+            'C(EnvironmentFile=) and Slurm job scripts (double-quoted values). No profile and no variables -'
+            ' no env file.'
+        ),
+        (
+            'Names from the articles that nothing reads are refused with the real name (C(RCCL_ALGO) -> '
+            'C(NCCL_ALGO), C(RCCL_BUFFSIZE) -> C(NCCL_BUFFSIZE), C(RCCL_DEBUG) -> C(NCCL_DEBUG)...), or with'
+            ' why they have no effect (C(NCCL_TIMEOUT): the collective timeout is set in code, '
+            'C(init_process_group(timeout=...)); C(HSA_AMD_ENABLE_ASYNC_IO), C(AMD_ZSTD_ACCELERATION)...; '
+            'C(HCCL_OVER_OFI) belongs to Habana Gaudi). Values RCCL would misread are refused too '
+            '(C(NCCL_BUFFSIZE=4M) reads as 4 bytes, C(NCCL_NET_GDR_LEVEL=phb) is ignored: the level names '
+            'are case-sensitive).'
+        ),
+        (
+            'Where the Layout has GPU ranks, the rank table (C(/etc/nodetune/ranks.json)) and the launcher '
+            'C(nodetune-bind) are written: C(nodetune-bind -- python train.py) reads LOCAL_RANK (or '
+            "SLURM_LOCALID) and runs the command on its GPU's CPUs and NUMA memory node, with its "
+            "OMP_NUM_THREADS and the node's NIC lists (the same on every rank; a value the job set wins)."
+        ),
+    ],
+    'variables': {
+        'nodetune_rocm_env_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_rocm_profile': {
+            'type': 'str',
+            'default': 'none',
+            'choices': [
+                'none',
+                'single_node_small',
+                'single_node_large',
+                'multi_node',
+                'mixed_precision',
+                'multi_node_stable',
+            ],
+            'description': [
+                (
+                    'A scenario from the articles, with the names RCCL reads - C(single_node_small) (< 1B '
+                    'parameters): C(NCCL_PROTO=LL), C(NCCL_BUFFSIZE=1048576); C(single_node_large) (1-10B): '
+                    'C(NCCL_PROTO=LL128), C(NCCL_ALGO=Tree), C(NCCL_BUFFSIZE=4194304); C(multi_node) (> '
+                    '10B): C(NCCL_PROTO=LL128), C(NCCL_ALGO=Ring), C(NCCL_BUFFSIZE=8388608); '
+                    'C(mixed_precision) (FP16/FP8): C(NCCL_PROTO=Simple), C(NCCL_ALGO=Ring), '
+                    "C(NCCL_BUFFSIZE=2097152); C(multi_node_stable) (the third article's deadlock fix): "
+                    'C(NCCL_ALGO=Ring), C(NCCL_BUFFSIZE=8388608), C(NCCL_DEBUG=WARN). C(none) sets nothing.'
+                ),
+                (
+                    'LL128 is used by RCCL only on topologies on its list unless '
+                    'C(RCCL_LL128_FORCE_ENABLE=1) is set: the run warns about it and does not set it for '
+                    'you.'
+                ),
+            ],
+        },
+        'nodetune_rocm_env': {
+            'type': 'dict',
+            'default': {},
+            'description': [
+                (
+                    "Your variables, name to value, on top of the profile and the Layout's values, for "
+                    'example C({NCCL_MIN_NCHANNELS: 112, NCCL_DEBUG: WARN}). Names must be in the catalogue '
+                    '(docs/rocm.md); values are checked (lists, enums, plain decimal integers, 0/1 flags; a '
+                    'YAML C(true) for a flag is written as 1) and must be single lines.'
+                ),
+            ],
+        },
+        'nodetune_rocm_env_policy': {
+            'type': 'str',
+            'default': 'error',
+            'choices': ['error', 'warn'],
+            'description': [
+                (
+                    'What a wrong or unknown name gets - C(error) refuses the run, C(warn) keeps it with a '
+                    'warning. Invalid values are refused either way.'
+                ),
+            ],
+        },
+        'nodetune_rocm_layout_env': {
+            'type': 'list',
+            'elements': 'str',
+            'default': ['NCCL_IB_HCA', 'NCCL_SOCKET_IFNAME'],
+            'description': [
+                (
+                    "Which NIC lists to take from this node's Layout (every usable HCA and fabric netdev, "
+                    'exact-match C(=) lists), into the env files when they are written, and the same '
+                    'lists into every rank of the rank table (RCCL needs all ranks of a node to see the same '
+                    'NICs; nodetune-bind never overrides a value the job set). A name you set in '
+                    'C(nodetune_rocm_env) wins '
+                    "over the Layout's. Drop C(NCCL_SOCKET_IFNAME) where the IPoIB interfaces carry no IP "
+                    "address (RCCL's bootstrap needs one)."
+                ),
+            ],
+        },
+        'nodetune_rocm_bind': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                (
+                    'Write the rank table and the C(nodetune-bind) '
+                    'launcher where the Layout has GPU ranks.'
+                ),
+            ],
+        },
+        'nodetune_rocm_bind_memory_policy': {
+            'type': 'str',
+            'default': 'preferred',
+            'choices': list(rank_bind.MEMORY_POLICIES),  # what nodetune-bind takes (rank_bind.py)
+            'description': [
+                (
+                    "The NUMA memory policy C(nodetune-bind) gives each rank (C(numactl), where installed; a job "
+                    'overrides it with C(--memory-policy)) - C(preferred): memory from the NUMA node of the '
+                    "rank's GPU first, from the other nodes when it is full, never an out-of-memory kill for that; "
+                    'C(membind): from that node only (an allocation fails once it is full: on an MI250 host in '
+                    'NPS4 a node holds an eighth of the memory); C(interleave): spread over the NUMA nodes of the '
+                    "rank's socket; C(none): the kernel's default (first touch)."
+                ),
+            ],
+        },
+        'nodetune_rocm_profile_file': {
+            'type': 'str',
+            'default': '/etc/profile.d/nodetune-rocm.sh',
+            'description': [
+                "The login-shell profile script (C(export NAME='value') lines).",
+                (
+                    'Refused when it names an existing file nodetune did not create (other than this default), '
+                    'a directory or a link; a new file may be created only in /etc, /etc/nodetune/..., '
+                    '/etc/profile.d, /etc/default, /etc/sysconfig, /usr/local/bin, /usr/local/sbin, '
+                    '/usr/local/etc/... or /opt/<dir>/...'
+                ),
+            ],
+        },
+        'nodetune_rocm_rccl_conf_file': {
+            'type': 'str',
+            'default': '/etc/rccl.conf',
+            'description': [
+                (
+                    'The RCCL configuration file (C(NAME=value) lines, '
+                    'C(NCCL_*) and C(RCCL_*) names only).'
+                ),
+                (
+                    'Refused when it names an existing file nodetune did not create (other than this default), '
+                    'a directory or a link; a new file may be created only in /etc, /etc/nodetune/..., '
+                    '/etc/profile.d, /etc/default, /etc/sysconfig, /usr/local/bin, /usr/local/sbin, '
+                    '/usr/local/etc/... or /opt/<dir>/...'
+                ),
+            ],
+        },
+        'nodetune_rocm_env_file': {
+            'type': 'str',
+            'default': '/etc/nodetune/rocm.env',
+            'description': [
+                (
+                    'The environment file (C(NAME="value") lines) for systemd\'s C(EnvironmentFile=) and '
+                    'Slurm job scripts (C(set -a; . /etc/nodetune/rocm.env; set +a)).'
+                ),
+                (
+                    'Refused when it names an existing file nodetune did not create (other than this default), '
+                    'a directory or a link; a new file may be created only in /etc, /etc/nodetune/..., '
+                    '/etc/profile.d, /etc/default, /etc/sysconfig, /usr/local/bin, /usr/local/sbin, '
+                    '/usr/local/etc/... or /opt/<dir>/...'
+                ),
+            ],
+        },
+        'nodetune_rocm_ranks_file': {
+            'type': 'str',
+            'default': '/etc/nodetune/ranks.json',
+            'description': [
+                (
+                    'The rank table C(nodetune-bind) reads (one entry '
+                    'per local rank, from the Layout).'
+                ),
+                (
+                    'Refused when it names an existing file nodetune did not create (other than this default), '
+                    'a directory or a link; a new file may be created only in /etc, /etc/nodetune/..., '
+                    '/etc/profile.d, /etc/default, /etc/sysconfig, /usr/local/bin, /usr/local/sbin, '
+                    '/usr/local/etc/... or /opt/<dir>/...'
+                ),
+            ],
+        },
+        'nodetune_rocm_bind_file': {
+            'type': 'str',
+            'default': '/usr/local/bin/nodetune-bind',
+            'description': [
+                (
+                    'The launcher (a standalone Python 3 script,'
+                    ' standard library only).'
+                ),
+                (
+                    'Refused when it names an existing file nodetune did not create (other than this default), '
+                    'a directory or a link; a new file may be created only in /etc, /etc/nodetune/..., '
+                    '/etc/profile.d, /etc/default, /etc/sysconfig, /usr/local/bin, /usr/local/sbin, '
+                    '/usr/local/etc/... or /opt/<dir>/...'
+                ),
+            ],
+        },
+    },
+}
+
 AREA = "rocm_env"
-VARIABLES = areas.area_variables(AREA)
+VARIABLES = role_variables(ROLE, DECLARATION)
 PATH_VARIABLES = (
     ("nodetune_rocm_profile_file", "etc/profile.d/nodetune-rocm.sh"),
     ("nodetune_rocm_rccl_conf_file", "etc/rccl.conf"),
@@ -262,7 +486,8 @@ def rocr_devices(ctx: Context, entries: List[Dict[str, Any]]) -> Any:
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
     unknown_keys(ctx, config, VARIABLES, AREA)
     errors_before = len(ctx.errors)
-    policy = want_str(ctx, config, "nodetune_rocm_env_policy", ("error", "warn")) or "error"
+    policy = want_str(ctx, config, "nodetune_rocm_env_policy",
+                      choices(DECLARATION, "nodetune_rocm_env_policy")) or "error"
     profile, profile_env = profile_values(ctx, config)
     names = layout_names(ctx, config)
     bind = want_bool(ctx, config, "nodetune_rocm_bind", True)

@@ -31,8 +31,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan import owned_paths
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import limits as area_limits
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
+    choices,
+    role_variables,
     CPU_DIR,
     Context,
     describe,
@@ -51,13 +52,124 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.parse import (
 )
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import CONTENT, FILE, Setting
 
+# The area's declaration: its role (ROLE), variables as an Ansible argument spec, check ids and docs; its
+# role's files are generated from it (scripts/gen_role_docs.py) and declarations.py collects every area's.
+ROLE = "slurm"
+DECLARATION = {
+    'kind': 'area',
+    'order': 76,  # one file of its own, independent of the other areas' settings
+    'builder': 'slurm',
+    'setting_area': 'slurm',
+    'finding_prefix': 'slurm',
+    'check_ids': ['slurm.gres', 'slurm.gres_include', 'slurm.propagate_limits', 'slurm.slurmd_memlock'],
+    'galaxy_tags': ['slurm', 'gpu'],
+    'severity': 'medium',
+    'short_description': "Slurm gets the layout: a gres.conf fragment with each GPU's cores, and job limit checks "
+                         '(opt-in)',
+    'description': [
+        (
+            'Writes a gres.conf fragment (C(nodetune_slurm_gres_path), which the site includes from its '
+            'gres.conf with C(Include <path>)) with one C(Name=gpu Type=<model> File=/dev/dri/renderD<N> '
+            "Cores=<list>) line per GPU, GCD or partition, the cores being the GPU's rank cores from the layout "
+            "(or its NUMA node's). C(Cores=) are Slurm's core indexes, which are hwloc's logical core indexes "
+            '(gres.conf(5): "a logical core index must be specified instead of the physical core index"), not '
+            'Linux CPU numbers: nodetune converts them. C(File=) is the render node KFD names for each partition '
+            '(C(drm_render_minor)).'
+        ),
+        (
+            'Read-only checks, where the files exist: C(slurm.propagate_limits) (slurm.conf\'s '
+            "C(PropagateResourceLimits) default ALL carries a login node's small memlock limit into every job), "
+            "C(slurm.slurmd_memlock) (slurmd.service's effective C(LimitMEMLOCK) from its unit file and "
+            'drop-ins) and C(slurm.gres_include) (whether gres.conf includes the fragment).'
+        ),
+        (
+            'Off by default. slurmd reads the file at its next start or C(scontrol reconfigure): nodetune '
+            'restarts nothing. Revert puts back what was there. See docs/slurm.md.'
+        ),
+    ],
+    'variables': {
+        'nodetune_slurm_enabled': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                'Tune this area (opt-in). When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_slurm_gres': {
+            'type': 'str',
+            'default': 'auto',
+            'choices': ['auto', 'always', 'never'],
+            'description': [
+                (
+                    'C(auto) writes the gres.conf fragment where the node has a slurm.conf (in C(/etc/slurm) or '
+                    'C(/etc/slurm-llnl)) and AMD GPUs; C(always) wherever it has AMD GPUs; C(never) writes none '
+                    "(sites that leave gres.conf to Slurm's C(AutoDetect=rsmi)). The read-only checks run "
+                    'either way.'
+                ),
+            ],
+        },
+        'nodetune_slurm_gres_path': {
+            'type': 'str',
+            'default': '/etc/slurm/nodetune-gres.conf',
+            'description': [
+                (
+                    'The file nodetune owns and writes. Slurm reads only the gres.conf beside slurm.conf: add '
+                    "C(Include /etc/slurm/nodetune-gres.conf) to it (verify reports C(slurm.gres_include) until "
+                    'then), or point this at that gres.conf to let nodetune own all of it. An absolute path '
+                    "without spaces, quotes, C(#) or C(=) (Slurm's Include takes one word)."
+                ),
+                (
+                    "In Slurm's configuration folders, C(/etc/slurm) or C(/etc/slurm-llnl) (and their subfolders), "
+                    'unless C(nodetune_slurm_gres_path_anywhere) is true. Refused before anything is written: '
+                    "nodetune's own files and folders (C(/var/lib/nodetune), C(/etc/nodetune), C(nodetune-*) "
+                    'programs and units, a file another area writes), a link, a directory, a special file, and an '
+                    'existing file nodetune did not create, unless it is a C(gres.conf).'
+                ),
+            ],
+        },
+        'nodetune_slurm_gres_path_anywhere': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    "Let C(nodetune_slurm_gres_path) name a file outside Slurm's configuration folders (a Slurm "
+                    'built with another C(--sysconfdir), such as C(/usr/local/etc/slurm)). nodetune\'s own files '
+                    'and the other refusals stay.'
+                ),
+            ],
+        },
+        'nodetune_slurm_gres_type': {
+            'type': 'str',
+            'default': 'auto',
+            'description': [
+                (
+                    "The gres C(Type=), which slurm.conf's C(Gres=gpu:<type>:<count>) must name. C(auto): the "
+                    "GPU's model lower case, other characters as C(_) (C(mi300x), C(mi250x_mi250)). Letters, "
+                    "digits, C(_), C(.) and C(-) only."
+                ),
+            ],
+        },
+        'nodetune_slurm_gres_cores': {
+            'type': 'str',
+            'default': 'rank',
+            'choices': ['rank', 'numa'],
+            'description': [
+                (
+                    "C(rank): each GPU's C(Cores=) are its rank's cores from the layout (disjoint from "
+                    'housekeeping and from the other GPUs). C(numa): every core of its NUMA node.'
+                ),
+            ],
+        },
+    },
+}
+
 AREA = "slurm"
-VARIABLES = areas.area_variables(AREA)
+VARIABLES = role_variables(ROLE, DECLARATION)
 GRES_ID, PROPAGATE_ID, MEMLOCK_ID, INCLUDE_ID = ("slurm.gres", "slurm.propagate_limits", "slurm.slurmd_memlock",
                                                  "slurm.gres_include")
 CHECK_IDS = (GRES_ID, PROPAGATE_ID, MEMLOCK_ID, INCLUDE_ID)
-GRES_MODES = ("auto", "always", "never")
-CORE_MODES = ("rank", "numa")
+GRES_MODES = choices(DECLARATION, "nodetune_slurm_gres")
+CORE_MODES = choices(DECLARATION, "nodetune_slurm_gres_cores")
 DEFAULT_PATH = "/etc/slurm/nodetune-gres.conf"
 # Where Slurm's packages put slurm.conf (SLURM_CONF's default is /etc/slurm/slurm.conf; Debian before Slurm 20.11
 # and Ubuntu before 22.04 used /etc/slurm-llnl); gres.conf lives beside it (gres.conf(5): "The file will always be

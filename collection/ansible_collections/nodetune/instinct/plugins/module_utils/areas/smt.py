@@ -11,19 +11,92 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
+    choices,
+    role_variables,
     CPU_DIR,
     Context,
     unknown_keys,
     want_bool,
     want_str,
 )
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import SMT_MODES
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting import Setting
 
+# The area's declaration: its role (ROLE), variables as an Ansible argument spec, check ids and docs; its
+# role's files are generated from it (scripts/gen_role_docs.py) and declarations.py collects every area's.
+ROLE = "smt"
+DECLARATION = {
+    'kind': 'area',
+    'order': 10,
+    'builder': 'smt',
+    'setting_area': 'smt',
+    'finding_prefix': 'smt',
+    'check_ids': ['smt.control', 'smt.siblings_offline'],
+    'galaxy_tags': ['cpu', 'smt'],
+    'severity': 'high',
+    'short_description': 'SMT siblings offlined per the planned layout, or smt/control=off (opt-in)',
+    'description': [
+        (
+            "AMD's guides run Instinct training nodes with SMT off (best done in the BIOS). From Linux, "
+            'nodetune either offlines the secondary thread of every core that the layout planner chose (the '
+            'lowest-numbered thread of each C(thread_siblings_list) stays online, so CPU0 is never '
+            'offlined), or writes C(off) to C(/sys/devices/system/cpu/smt/control), which offlines all '
+            'secondary threads at once.'
+        ),
+        (
+            "The articles' C(for i in {8..15}) loop is wrong on almost every machine: sibling numbering is "
+            'C(N) and C(N+cores) on most EPYC servers. nodetune never uses a fixed range.'
+        ),
+        (
+            'Offlining CPUs is disruptive (processes and IRQs on them move), so it needs '
+            'C(nodetune_smt_offline_allowed=true). The default policy C(keep) changes nothing.'
+        ),
+        (
+            'Offlined CPUs are brought back online at boot by the kernel; C(nodetune-restore.service) '
+            're-applies them.'
+        ),
+    ],
+    'variables': {
+        'nodetune_smt_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_smt_policy': {
+            'type': 'str',
+            'default': 'keep',
+            'choices': list(SMT_MODES),  # the layout planner's (plan/layout.py)
+            'description': [
+                (
+                    'C(keep) leaves SMT as it is. C(offline_siblings) offlines the secondary threads the '
+                    'layout planner chose (through C(cpuN/online)). C(control_off) writes C(off) to '
+                    'C(smt/control).'
+                ),
+                (
+                    'The layout planner reads the same variable, so NIC IRQs and GPU ranks are placed on the'
+                    ' threads that stay online.'
+                ),
+            ],
+        },
+        'nodetune_smt_offline_allowed': {
+            'type': 'bool',
+            'default': False,
+            'description': [
+                (
+                    'Opt-in for the disruptive part. Without it, a policy that would take CPUs offline is '
+                    'refused before any write, with a message saying how many CPUs it would offline.'
+                ),
+            ],
+        },
+    },
+}
+
 AREA = "smt"
-POLICIES = ("keep", "offline_siblings", "control_off")
-VARIABLES = areas.area_variables(AREA)
+POLICIES = choices(DECLARATION, "nodetune_smt_policy")
+VARIABLES = role_variables(ROLE, DECLARATION)
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:

@@ -34,9 +34,9 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.sysctl_boot
     DIRTY_PAIRS,
     sysctl_path,
 )
-from ansible_collections.nodetune.instinct.plugins.module_utils.areas import declarations as areas
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas import persist as area_persist
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
+    role_variables,
     Context,
     describe,
     unknown_keys,
@@ -52,8 +52,128 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
     read_current,
 )
 
+# The area's declaration: its role (ROLE), variables as an Ansible argument spec, check ids and docs; its
+# role's files are generated from it (scripts/gen_role_docs.py) and declarations.py collects every area's.
+ROLE = "sysctl"
+DECLARATION = {
+    'kind': 'area',
+    'order': 60,
+    'builder': 'sysctl',
+    'setting_area': 'sysctl',
+    'finding_prefix': 'sysctl',
+    # one id per key: sysctl.<key> (vm.dirty_ratio, nodetune_sysctl_extra's keys)
+    'check_ids': [],
+    'check_id_pattern': (r'^sysctl\.[a-z0-9_]+(\.[a-z0-9_\-]+)+$', 'sysctl.<key> such as sysctl.vm.dirty_ratio'),
+    'galaxy_tags': ['sysctl', 'kernel'],
+    'severity': 'low',
+    'short_description': (
+        'VM writeback ratios, NUMA balancing and extra '
+        'sysctls, at runtime and in sysctl.d'
+    ),
+    'description': [
+        (
+            'Each value is written under C(/proc/sys) and persisted in C(/etc/sysctl.d/), which '
+            'systemd-sysctl applies at boot.'
+        ),
+        (
+            'C(vm.dirty_ratio) and C(vm.dirty_bytes) are two views of one limit (the kernel zeroes one when '
+            'the other is written), likewise the background pair. Each pair takes one form: the one given is '
+            'written and verified, the other is neither, and giving both (or either key through '
+            'C(nodetune_sysctl_extra)) is refused. To use the bytes form, set the ratio variable to C(null). '
+            'The background limit must stay below the limit.'
+        ),
+        (
+            "The ratio defaults 20/10 are the kernel's own defaults. On large-memory nodes (1-2 TiB) they "
+            'allow hundreds of GiB of dirty page cache before writeback starts; docs/tuning.md ("Writeback '
+            'limits") gives a bytes-based setting for such nodes and where it comes from.'
+        ),
+    ],
+    'variables': {
+        'nodetune_sysctl_enabled': {
+            'type': 'bool',
+            'default': True,
+            'description': [
+                'Tune this area. When false the area is left exactly as it is.',
+            ],
+        },
+        'nodetune_vm_dirty_ratio': {
+            'type': 'int',
+            'default': 20,
+            'description': [
+                (
+                    'C(vm.dirty_ratio), percent of memory (1-100) that may be dirty before writers are '
+                    "throttled (20 is the kernel's own default). Exclusive with C(nodetune_vm_dirty_bytes). "
+                    'C(null) leaves it alone. Where a site sysctl.d file read after nodetune\'s sets '
+                    'C(vm.dirty_bytes), nodetune leaves the pair alone and warns (that file would win at boot).'
+                ),
+            ],
+        },
+        'nodetune_vm_dirty_background_ratio': {
+            'type': 'int',
+            'default': 10,
+            'description': [
+                (
+                    'C(vm.dirty_background_ratio) (0-100), where background writeback starts (10 is the '
+                    "kernel's own default); must be below C(nodetune_vm_dirty_ratio). C(null) leaves it alone."
+                ),
+            ],
+        },
+        'nodetune_vm_dirty_bytes': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                (
+                    "C(vm.dirty_bytes), dirty memory in bytes (at least 8192, the kernel's two-page minimum) at "
+                    'which writers are throttled. Exclusive with C(nodetune_vm_dirty_ratio), which must then be '
+                    'C(null). For a 1-2 TiB training node, e.g. C(34359738368) (32 GiB), see docs/tuning.md. '
+                    'C(null) (the default) uses the ratio.'
+                ),
+            ],
+        },
+        'nodetune_vm_dirty_background_bytes': {
+            'type': 'int',
+            'default': None,
+            'description': [
+                (
+                    'C(vm.dirty_background_bytes), dirty memory in bytes at which background writeback starts; '
+                    'below C(nodetune_vm_dirty_bytes). Exclusive with C(nodetune_vm_dirty_background_ratio), '
+                    'which must then be C(null). E.g. C(4294967296) (4 GiB) on a 1-2 TiB node. C(null) (the '
+                    'default) uses the ratio.'
+                ),
+            ],
+        },
+        'nodetune_kernel_numa_balancing': {
+            'type': 'int',
+            'default': 0,
+            'description': [
+                (
+                    "C(kernel.numa_balancing), 0 or 1. AMD's MI300X guide turns automatic NUMA balancing off"
+                    ' (0) for pinned ranks. C(null) leaves it alone.'
+                ),
+            ],
+        },
+        'nodetune_sysctl_extra': {
+            'type': 'dict',
+            'default': {},
+            'description': [
+                (
+                    'More sysctls, key to value, for example C({"net.ipv4.tcp_rmem": "4096 87380 '
+                    '16777216"}). Each key must exist under C(/proc/sys) on the node; values are single '
+                    'lines.'
+                ),
+                (
+                    'Where the kernel stores another value than written (C(fs.pipe-max-size) rounds up to a power '
+                    'of two pages, C(kernel.sched_rr_timeslice_ms) 0 means 100) nodetune sets, and verifies, '
+                    'the stored value and says so. Caps (C(*mem_max), C(somaxconn), C(fs.file-max), the max '
+                    'field of C(tcp_rmem)/C(tcp_wmem) ...) are at least the node\'s own: never lowered.'
+                ),
+            ],
+        },
+    },
+}
+
 AREA = "sysctl"
-VARIABLES = areas.area_variables(AREA)
+VARIABLES = role_variables(ROLE, DECLARATION)
 _KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_\-]+)+$")
 
 
@@ -255,7 +375,7 @@ def _value_problem(value: Any) -> Optional[str]:
 
 
 def build(ctx: Context, config: Dict[str, Any]) -> List[Setting]:
-    unknown_keys(ctx, config, VARIABLES, AREA, hints=areas.hints(AREA))
+    unknown_keys(ctx, config, VARIABLES, AREA, hints=DECLARATION.get("hints", {}))
     extra = config.get("nodetune_sysctl_extra") or {}
     if not isinstance(extra, dict):
         ctx.error("nodetune_sysctl_extra=%s is not valid: expected a mapping of sysctl key to value"

@@ -22,10 +22,10 @@ Builder = Callable[[Context, Dict[str, Any]], List[Setting]]
 
 
 def _builder(area: str) -> Builder:
-    """The ``build`` of the module areas/declarations.py names for ``area``. The modules come from
-    ``areas/builders.py``, which
-    scripts/gen_role_docs.py writes with a static import of each: Ansible ships in a module's payload only the
-    module_utils imported that way (an importlib import by name would leave the builder on the controller)."""
+    """The ``build`` of ``area``'s module (its declaration's ``builder``). The modules come from
+    ``areas/builders.py``, which scripts/gen_role_docs.py writes with a static import of each: Ansible ships in a
+    module's payload only the module_utils imported that way (an importlib import by name would leave the builder on
+    the controller)."""
     name = areas.ROLES[area]["builder"]
     module = _builders.MODULES.get(name)
     if module is None:

@@ -24,6 +24,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.discover.cmdline
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.devices import detect_platform
 from ansible_collections.nodetune.instinct.plugins.module_utils.areas.common import (
     Errors,
+    choices,
     describe,
     unknown_keys,
     want_bool,
@@ -43,13 +44,14 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.setting imp
 
 AREA = "bios_check"
 SOURCE = "bios"
-CHECKS = ("pcie_link", "aspm", "iommu", "smt", "nps", "above_4g")
-POLICIES = ("warn", "fail")
-PLATFORM_CHOICES = ("auto", "mi250", "mi300x", "generic")
-SMT_CHOICES = ("off", "on", "any")
-IOMMU_CHOICES = ("auto", "on", "off", "any")
-NPS_CHOICES = ("auto", "any", "1", "2", "4")
-ASPM_CHOICES = ("off", "any")
+# the allowed values, as the role's declaration writes them once (areas/declarations.py)
+CHECKS = choices(areas.ROLES[AREA], "nodetune_bios_checks")
+POLICIES = choices(areas.ROLES[AREA], "nodetune_bios_policy")
+PLATFORM_CHOICES = choices(areas.ROLES[AREA], "nodetune_bios_platform")
+SMT_CHOICES = choices(areas.ROLES[AREA], "nodetune_bios_smt")
+IOMMU_CHOICES = choices(areas.ROLES[AREA], "nodetune_bios_iommu")
+NPS_CHOICES = choices(areas.ROLES[AREA], "nodetune_bios_nps")
+ASPM_CHOICES = choices(areas.ROLES[AREA], "nodetune_bios_aspm")
 VARIABLES = areas.area_variables(AREA)
 
 PLATFORM_NAMES = {"mi250": "MI250 (MI200 series)", "mi300x": "MI300X"}

@@ -5,7 +5,8 @@
 
 A waiver whose id matches no check (``nvme.schedular``) would silently waive nothing while its author believes the
 drift is covered; waivers are therefore refused unless their id is one of these. Each area declares its own check ids
-(and, where they are open-ended, their pattern) in areas/declarations.py, so this module holds no per-area list.
+(and, where they are open-ended, their pattern) in its declaration (areas/<area>.py), so this module holds no
+per-area list.
 The read-only checks' ids are data too: the choices of ``nodetune_bios_checks`` and ``nodetune_health_checks`` there,
 and node_check.INVENTORY_KEYS. This module imports no check (waivers.py imports it to refuse a waiver);
 tests/unit/test_import_graph.py holds those ids equal to the checks' own.

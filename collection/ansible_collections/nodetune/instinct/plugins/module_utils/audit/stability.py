@@ -64,7 +64,8 @@ ACS_BITS = (("SV", 0x01), ("TB", 0x02), ("RR", 0x04), ("CR", 0x08), ("UF", 0x10)
 ACS_REDIRECT = 0x04 | 0x08 | 0x20
 EXT_CAP_START = 0x100
 IB_COUNTERS = ("symbol_error", "link_downed", "port_rcv_errors", "port_xmit_discards")
-# Declared once, with its source (infiniband-diags' error_thresholds), in areas/declarations.py.
+# Declared once, with its source (infiniband-diags' error_thresholds), in the verify role's declaration
+# (areas/declarations.py).
 DEFAULT_IB_COUNTER_MAX = dict(areas.defaults("verify")["nodetune_health_ib_counter_max"])
 PERF_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_min_sclk", "profile_min_mclk",
                "profile_peak", "perf_determinism")
