@@ -319,7 +319,7 @@ def _is_time(value: Any) -> bool:
 def _shallow(value: Any, depth: int = _DEPTH) -> bool:
     """Whether a decoded JSON value nests at most ``depth`` lists and mappings."""
     level = [value]
-    for _ in range(depth + 1):
+    for _level in range(depth + 1):
         level = [item for each in level if isinstance(each, (list, dict))
                  for item in (each.values() if isinstance(each, dict) else each)]
         if not level:
@@ -342,12 +342,13 @@ def _report_problem(data: Dict[str, Any]) -> Optional[str]:
             return "its %s is not a text" % name
     findings = data.get("findings")
     if isinstance(findings, list):
-        if not all(type(f) is dict and type(f.get("id")) is str and type(f.get("status")) is str for f in findings):
+        if not all(isinstance(f, dict) and isinstance(f.get("id"), str) and isinstance(f.get("status"), str)
+                   for f in findings):
             return "a finding is not a mapping with a text id and status"
     elif isinstance(data.get("checks"), list):
         for group in data["checks"]:
             counts = group.get("counts") if isinstance(group, dict) else None
-            if not (isinstance(counts, dict) and all(type(group.get(k)) is str for k in _GROUP_TEXTS)
+            if not (isinstance(counts, dict) and all(isinstance(group.get(k), str) for k in _GROUP_TEXTS)
                     and _is_count(group.get("findings")) and set(report_mod.STATUSES) <= set(counts)
                     and all(_is_count(n) for n in counts.values())):
                 return "a check is not a mapping with the texts, counts and number of findings nodetune writes"
@@ -359,7 +360,7 @@ def _report_problem(data: Dict[str, Any]) -> Optional[str]:
 
 
 def _is_count(value: Any) -> bool:
-    return type(value) is int and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _unreadable(host: str, path: str, why: str) -> Entry:

@@ -45,7 +45,7 @@ class SkippedFile(OSError):
         self.what = what
 
     def __str__(self):
-        return self.strerror
+        return str(self.strerror)
 
 
 _KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),

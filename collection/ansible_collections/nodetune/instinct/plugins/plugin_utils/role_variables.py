@@ -79,7 +79,7 @@ def tag_errors(task_vars, all_tags=None):
     neither a nodetune tag nor one of the collection's playbooks: such a run would otherwise do nothing and pass."""
     strict = all_tags is not None and not any_selected(task_vars, all_tags)
     return variable_names.tag_errors(task_vars.get("ansible_run_tags") or [], task_vars.get("ansible_skip_tags") or [],
-                            strict=strict, others=variable_names.PLAYBOOK_TAGS)
+                                     strict=strict, others=variable_names.PLAYBOOK_TAGS)
 
 
 def refused_tags(result, errors):

@@ -76,8 +76,6 @@ def undeclared(names: Iterable[str]) -> List[str]:
     return errors
 
 
-
-
 #: tags of the collection's playbooks that select no area (site.yml's lab play, discover.yml) and Ansible's own
 PLAYBOOK_TAGS = ("lab", "discover", "always", "never", "tagged", "untagged")
 

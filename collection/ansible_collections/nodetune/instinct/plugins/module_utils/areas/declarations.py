@@ -632,6 +632,7 @@ REMOVED_VARIABLES = {
                      "themselves; to pass them by hand, give the module's bios option",
 }
 
+
 def roles_of(area_modules: Iterable[Any]) -> Dict[str, Dict[str, Any]]:
     """Every role's declaration by its name: each area's (its module's ``ROLE`` and ``DECLARATION``), in the order
     given, then the roles that are not areas."""

@@ -177,7 +177,7 @@ def irq_numbers(root: Root, names: Iterable[str], topology: Optional[Dict[str, A
     /proc/interrupts: megabytes on a 384-CPU node)."""
     if topology is None:
         return rules.irq_numbers(list(names), lambda rel: _folder_entries(root, rel),
-                                      lambda rel: root.read(rel, strip=False))
+                                 lambda rel: root.read(rel, strip=False))
     answers = _FromTopology(root, topology)
     return rules.irq_numbers(list(names), answers.listdir, answers.read)
 

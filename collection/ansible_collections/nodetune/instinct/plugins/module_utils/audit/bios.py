@@ -59,7 +59,6 @@ PLATFORM_NAMES = {"mi250": "MI250 (MI200 series)", "mi300x": "MI300X"}
 X2APIC_THREADS = 256
 
 
-
 class BiosConfigError(SettingError):
     """The nodetune_bios_* variables are invalid; ``errors`` lists every problem."""
 

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.finding import DRIFT, OK, Finding
-from ansible_collections.nodetune.instinct.plugins.module_utils.plan.inventory import (  # noqa: F401 (for their users)
+from ansible_collections.nodetune.instinct.plugins.module_utils.plan.inventory import (  # noqa: F401 (in __all__)
     KEYS,
     LEARNED,
     VARIABLE,
@@ -66,3 +66,8 @@ def check(root_path: str, health: Optional[Dict[str, Any]]) -> Tuple[List[Findin
     expected = validate((health or {}).get(VARIABLE))
     facts = node_check.read_facts(root_path)
     return findings(expected, facts), facts
+
+
+# the declaration's names too, for the checks and reports that take them with the findings
+__all__ = ["KEYS", "LEARNED", "REMEDIES", "SOURCE", "VARIABLE", "InventoryConfigError", "check", "findings", "validate",
+           "validate_learned"]

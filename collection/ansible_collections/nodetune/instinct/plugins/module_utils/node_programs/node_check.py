@@ -379,8 +379,8 @@ def problems(root: str, config_dir: str = CONFIG_DIR) -> List[str]:
     entries, inventory, learned = load_config(root, config_dir)
     lines = []
     for sid, target, want, actual in check_settings(root, entries):
-        lines.append("%s %s: expected %s, found %s" % (sid, target, _shown(want), "absent" if actual is None
-                                                        else _shown(actual)))
+        shown = "absent" if actual is None else _shown(actual)
+        lines.append("%s %s: expected %s, found %s" % (sid, target, _shown(want), shown))
     if inventory:
         for key, want, actual in compare_inventory(inventory, read_facts(root)):
             origin = " (learned: the majority of group %s)" % learned[key] if key in learned else ""

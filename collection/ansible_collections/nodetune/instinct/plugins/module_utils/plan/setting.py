@@ -271,3 +271,10 @@ def desired(setting: Setting) -> str:
 
 def matches(root: Root, setting: Setting, services: Any = None) -> bool:
     return read_current(root, setting, services) == desired(setting)
+
+
+# the comparisons (node_programs/rules.py) are named here for the builders, with the Setting they describe
+__all__ = ["ABSENT", "ATTR", "BOOT", "CHOICE", "COMMITS", "COMPARES", "CONTENT", "CPULIST", "EXACT", "FILE", "INT",
+           "KINDS", "LINE", "OD_CLOCK", "ORDER", "SERVICE", "WORDS", "Setting", "SettingError", "attr_writes",
+           "check_shape", "desired", "in_dependency_order", "key_of", "matches", "normalize", "read_current",
+           "set_line"]

@@ -135,6 +135,7 @@ def pair_problem(values: Dict[str, Optional[str]], now: Dict[str, Optional[str]]
         why = "the kernel did not take the writes of the form in use"
     return ("%s is %s, not %s as before nodetune: %s, and revert again" % (shown, found, was, why))
 
+
 # (value, file path, the key written, the value written): the write that decided a key's boot value
 _Origin = Tuple[str, str, str, str]
 
