@@ -480,6 +480,31 @@ def test_services_layer_reads_the_simulated_irqbalance(tiny):
     assert sim.state("irqbalance.service") == {"enabled": "yes", "active": "yes"}
 
 
+UNIT = "irqbalance.service"
+
+
+def test_a_masked_unit_is_not_enabled_as_systemd_says(scratch):
+    """systemd.unit(5): an empty unit file or a link to /dev/null in /etc/systemd/system (or /run) masks the unit,
+    and ``systemctl is-enabled`` says ``masked`` even with its wants link in place; nodetune-check reads it so."""
+    services = pytest.importorskip("ansible_collections.nodetune.lab.plugins.module_utils.simservices")
+    rootfs = pytest.importorskip("ansible_collections.nodetune.instinct.plugins.module_utils.rootfs")
+    from ansible_collections.nodetune.instinct.plugins.module_utils.node_programs import node_check
+
+    simnode.build(small_spec(), str(scratch / "n"))
+    root = scratch / "n"
+    sim = services.SimServices(rootfs.Root(str(root)))
+    assert sim.state("irqbalance.service")["enabled"] == "yes"
+    unit = root / "etc/systemd/system/irqbalance.service"
+    unit.write_text("")
+    assert sim.state("irqbalance.service")["enabled"] == "no" == node_check.unit_enabled(str(root), UNIT)
+    unit.unlink()
+    (root / "run/systemd/system").mkdir(parents=True, exist_ok=True)
+    (root / "run/systemd/system/irqbalance.service").symlink_to("/dev/null")
+    assert sim.state("irqbalance.service")["enabled"] == "no" == node_check.unit_enabled(str(root), UNIT)
+    (root / "run/systemd/system/irqbalance.service").unlink()
+    assert sim.state("irqbalance.service")["enabled"] == "yes"
+
+
 # ------------------------------------------------------------------------------------------------ spec options
 def test_smt_off_at_boot_keeps_siblings_present_but_offline(scratch):
     simnode.build(small_spec(cpu__smt="off"), str(scratch / "n"))

@@ -144,6 +144,10 @@ def _show_limit(value: Any) -> str:
     return "infinity" if value == "infinity" else str(value)
 
 
+# where ``systemctl mask`` puts its link (``--runtime``: /run), and where an empty unit file masks a unit too
+MASK_DIRS = ("etc/systemd/system", "run/systemd/system")
+
+
 class SimServices(object):
     """Service state of a simulated node, kept as files under its root."""
 
@@ -168,9 +172,26 @@ class SimServices(object):
         value = (zlib.crc32(text.encode()) << 32) | zlib.crc32((text + "#").encode())
         return "%032x" % (value & ((1 << 64) - 1))
 
+    def masked(self, unit: str) -> bool:
+        """systemd.unit(5): "If a unit file is empty (i.e. has the file size 0) or is symlinked to /dev/null, its
+        configuration will not be loaded and it appears with a load state of "masked""; ``systemctl is-enabled`` then
+        says ``masked`` (the unit file in /etc/systemd/system or /run/systemd/system, the folders systemctl mask
+        writes)."""
+        for folder in MASK_DIRS:
+            path = self.root.real(folder) + "/" + unit
+            try:
+                if os.path.islink(path):
+                    if os.readlink(path) == "/dev/null":
+                        return True
+                elif os.path.isfile(path) and os.path.getsize(path) == 0:
+                    return True
+            except OSError:
+                continue
+        return False
+
     def state(self, unit: str) -> Dict[str, str]:
         check_unit(unit)
-        enabled = os.path.lexists(self.root.real(WANTS) + "/" + unit)
+        enabled = os.path.lexists(self.root.real(WANTS) + "/" + unit) and not self.masked(unit)
         active = os.path.lexists(self.root.real(RUN_UNITS) + "/invocation:" + unit)
         return {"enabled": "yes" if enabled else "no", "active": "yes" if active else "no"}
 
