@@ -71,14 +71,19 @@ def area_modules(repo: Path) -> list[ModuleType]:
 
 def load_areas(repo: Path) -> ModuleType:
     """A checkout's declarations (areas/declarations.py, with every area module's), imported from that checkout's
-    collection: a copy of the tree with a new area (tests/unit/test_new_area.py) is read as it is."""
+    collection: a copy of the tree with a new area (test_new_area.py runs this script on one) is read as
+    it is. Where this process imported that very checkout's already (a test), its modules are taken as they are:
+    importing them again would leave the process two of each (two Root classes, two backends)."""
     import importlib
 
-    sys.path.insert(0, str(repo / "collection"))
-    for name in [name for name in sys.modules if name.startswith("ansible_collections")]:
-        del sys.modules[name]
-    importlib.invalidate_caches()
-    module = importlib.import_module(PACKAGE + ".declarations")
+    name = PACKAGE + ".declarations"
+    loaded = sys.modules.get(name)
+    if loaded is None or Path(loaded.__file__ or "").resolve() != (repo / SOURCE).resolve():
+        sys.path.insert(0, str(repo / "collection"))
+        for module in [module for module in sys.modules if module.split(".")[0] == "ansible_collections"]:
+            del sys.modules[module]  # another checkout's: none of them may answer for this one's
+        importlib.invalidate_caches()
+    module = importlib.import_module(name)
     module.ROLES = module.roles_of(area_modules(repo))
     module.AREAS = module.areas_of(module.ROLES)
     return module
