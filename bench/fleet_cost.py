@@ -4,7 +4,7 @@
 Run from the repository root (after ``scripts/bootstrap.sh``)::
 
     .venv/bin/python bench/fleet_cost.py [--nodes 1,8,32,64] [--repeat 3] [--mitogen auto|yes|no]
-                                         [--workdir DIR] [--keep] [--connection local|ssh]
+                                         [--workdir DIR] [--keep]
                                          [--specs mi250,mi300x] [--cases ping,site,...]
 
 (``bench/run.py`` runs this with the discovery and planner benchmarks.) Builds the largest fleet once (half the
@@ -26,15 +26,15 @@ the four, ping first in even rounds and last in odd ones; the medians of ``--rep
 Targets (issue 13): site <= 2.5x ping, a no-op rerun <= 1.5x ping. With mitogen installed (it is not a
 dependency: ``pip install mitogen==0.3.54``), the same runs are repeated with its ``mitogen_linear`` strategy.
 
-``--connection ssh`` (root, with openssh-server and sudo) reaches every node over real SSH instead: that is
-bench/fleet_ssh.py (a throw-away sshd on 127.0.0.1, a sudo user, ``become: true``, pipelining off and on side by
-side, the nodes' CPU counted apart from the controller's; issue 28's targets), with these fleet sizes and rounds.
+Over real SSH (root, with openssh-server and sudo) the fleet is measured by bench/fleet_ssh.py (a throw-away sshd
+on 127.0.0.1, a sudo user, ``become: true``, pipelining off and on side by side, the nodes' CPU counted apart from the
+controller's; issue 28's targets), which builds its nodes with this module's Fleet; ``bench/run.py --connection ssh``
+runs it.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -374,16 +374,11 @@ def strategies(choice: str) -> list[str]:
 
 
 def run(sizes: list[int], rounds: int, mitogen: str, workdir: Path | None, keep: bool,
-        out: list[str] | None = None, bound: bool = True, connection: str = "local",
+        out: list[str] | None = None, bound: bool = True,
         specs: tuple[str, ...] = SPECS, cases: tuple[str, ...] = CASES) -> dict:
-    """Measure every fleet size with every strategy; print as it goes; return the figures (and ratio lines in
-    ``out``)."""
-    if connection == "ssh":
-        import fleet_ssh  # it imports this module
-
-        return fleet_ssh.run(sizes, rounds, workdir=workdir, keep=keep, out=out)
-    with sshd.sshd_server() if connection == "ssh" else contextlib.nullcontext() as server:
-        return _run(sizes, rounds, mitogen, workdir, keep, out, bound and server is None, server, specs, cases)
+    """Measure every fleet size with every strategy over the local connection (bench/fleet_ssh.py measures over
+    SSH, with this module's fleet); print as it goes; return the figures (and ratio lines in ``out``)."""
+    return _run(sizes, rounds, mitogen, workdir, keep, out, bound, None, specs, cases)
 
 
 def _run(sizes: list[int], rounds: int, mitogen: str, workdir: Path | None, keep: bool, out: list[str] | None,
@@ -470,8 +465,6 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="do not delete the temporary folder")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--no-bound", action="store_true", help="skip timing the module processes alone")
-    parser.add_argument("--connection", choices=CONNECTIONS, default="local",
-                        help="reach the nodes with the local connection (default) or over SSH to 127.0.0.1 (root)")
     parser.add_argument("--specs", type=parse_specs, default=SPECS,
                         help="the lab specs the nodes are built from, in turn (default mi250,mi300x)")
     parser.add_argument("--cases", type=parse_cases, default=CASES,
@@ -479,7 +472,7 @@ def main() -> int:
     args = parser.parse_args()
     print(_common.machine_text(_common.machine()))
     results = run(args.nodes, max(1, args.repeat), args.mitogen, args.workdir, args.keep, bound=not args.no_bound,
-                  connection=args.connection, specs=args.specs, cases=args.cases)
+                  specs=args.specs, cases=args.cases)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     return 0

@@ -93,7 +93,7 @@ def node_cgroup() -> Iterator[Path | None]:
     cpu.stat counts them all. Not its process tree: a child's times reach its parent only when the parent waits for
     it (proc(5) cutime; kernel/exit.c wait_task_zombie), and the tree kept 0.03 s of a 0.4 s command that sudo ran
     over ``ssh -tt`` (as Ansible runs a module without pipelining; Debian's sudo has ``use_pty``) or over a connection
-    that then closed (tests/integration/test_bench_ssh.py). Made empty, below this process's own; the server joins it
+    that then closed (tests/core/test_bench_ssh.py). Made empty, below this process's own; the server joins it
     (:func:`join`) and it is removed after the server stopped. None where no cgroup v2 is writable."""
     mount = _cgroup2_mount()
     group = None

@@ -6,7 +6,7 @@ Run from the repository root (after ``scripts/bootstrap.sh``)::
     .venv/bin/python bench/plan_scaling.py [--repeat 7] [--json]
 
 (``bench/run.py`` runs this with the fleet and discovery benchmarks.) Measures only ``layout.plan()`` on a
-Topology already in memory (discovery is not timed): generated nodes (tests/unit/topogen.py) whose CPU and IRQ
+Topology already in memory (discovery is not timed): generated nodes (tests/support/topogen.py) whose CPU and IRQ
 counts grow together, a 384-CPU MI300X-shaped node (the lab's simulated node when ``inventories/lab/specs`` and
 ``simnode`` are there, else the generator's), and the 1,152-CPU host of Performance Co-Pilot's ``/proc/interrupts``
 capture (../shared/fixtures/real; skipped where absent) with its real IRQ names. Target: under 50 ms for the
@@ -36,7 +36,7 @@ _common.use_repository_code()
 
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan  # noqa: E402
 
-from tests.unit import topogen  # noqa: E402
+from tests.support import topogen  # noqa: E402
 
 TARGET_MS = 50.0
 PCP_CAPTURE = REPO.parent / "shared" / "fixtures" / "real" / "pcp-interrupts-1152cpu" / "interrupts-1152cpu-x86_64.bz2"

@@ -90,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         results["fleet"] = fleet_ssh.run(ssh_sizes, max(1, repeat or 2), args.pipelining, out=ratio_lines)
     elif "fleet" in args.only:
         print(f"\nfleet: sizes {','.join(map(str, sizes))}; {_common.load_text()}", flush=True)
-        results["fleet"] = fleet_cost.run(sizes, max(1, repeat or 3), args.mitogen, None, False, ratio_lines,
-                                          connection=args.connection)
+        results["fleet"] = fleet_cost.run(sizes, max(1, repeat or 3), args.mitogen, None, False, ratio_lines)
     results["load_average_after"] = [round(x, 2) for x in _common.load_average()]
     results["duration_s"] = round(time.monotonic() - started, 1)
     print(f"\nsummary ({results['duration_s']:.0f} s; {_common.load_text()}):")

@@ -39,7 +39,7 @@ tar -C "$source_dir" --exclude='./tests/output' --exclude='__pycache__' --exclud
 mkdir -p "$coll/roles"
 tar -C "$repo/roles" --exclude='__pycache__' --exclude='*.pyc' -cf - . | tar -C "$coll/roles" -xf -
 
-# The documentation the shipped READMEs link to (tests/integration/test_galaxy.py checks every relative link).
+# The documentation the shipped READMEs link to (tests/ansible/test_galaxy.py checks every relative link).
 mkdir -p "$coll/docs"
 cp "$repo"/docs/*.md "$coll/docs/"
 cp "$repo/LICENSE" "$coll/LICENSE"  # galaxy.yml declares Apache-2.0; the text travels with the tarball

@@ -16,7 +16,7 @@ call); for the tune and verify roles the tag list of the ``meta: noop`` task in 
 builders
 up in (Ansible ships in a module's payload only the module_utils imported statically). The action plugins read the
 same declaration, so the defaults, the validation, the docs and what is applied cannot tell different stories
-(tests/unit/test_role_docs.py fails when a generated file differs). Adding an area: docs/areas.md.
+(tests/ansible/test_role_docs.py fails when a generated file differs). Adding an area: docs/areas.md.
 """
 
 from __future__ import annotations

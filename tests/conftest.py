@@ -7,70 +7,28 @@ import pytest
 from tests import realdata
 from tests.support import cache
 
-# Every test is in one group, a marker set here by its file: a new test file joins "core" or "node" unless listed.
+# Every test is in one group: its folder, which is also its marker (``pytest tests/core`` and ``pytest -m core``
+# select the same tests).
 #   core       pure code on data, in-process: parsers, the planner on saved topologies, checks, reports, the lab's
-#              own pieces (a file of the core names none of NODE_MARKS)
-#   node       in-process on simulated node trees: discovery, apply, verify and revert on a tree built for the test
-#              or shared by the session (a file that names one of NODE_MARKS)
+#              own pieces; no simulated node tree
+#   node       in-process on simulated node trees (or real captures): discovery, apply, verify and revert on a tree
+#              built for the test or shared by the session
 #   ansible    starts Ansible or runs through its objects: playbooks, modules through Ansible, plugins, the
 #              API/CLI over ansible-runner, ansible-doc/-galaxy, and the pins of each ansible-core line
-#   scenarios  Molecule scenarios, the benchmark's smoke run, the real-node lanes: whole sequences
-# CI's second line (the newest ansible-core) runs `-m ansible`: what the ansible-core version can change.
-GROUPS: dict[str, tuple[str, ...]] = {
-    "ansible": (
-        "tests/test_quality.py",
-        "tests/test_bootstrap_python.py",
-        "tests/integration/test_api.py",
-        "tests/integration/test_bad_input.py",
-        "tests/integration/test_cli.py",
-        "tests/integration/test_fleet_slices.py",
-        "tests/integration/test_galaxy.py",
-        "tests/integration/test_gpu_role.py",
-        "tests/integration/test_kernel_cmdline_playbook.py",
-        "tests/integration/test_learned_inventory.py",
-        "tests/integration/test_limits_playbook.py",
-        "tests/integration/test_node_python39.py",
-        "tests/integration/test_playbooks.py",
-        "tests/integration/test_readonly_host.py",
-        "tests/integration/test_report_folder.py",
-        "tests/integration/test_slurm_playbook.py",
-        "tests/unit/test_ansible_doc.py",
-        "tests/unit/test_bytecode_cache.py",
-        "tests/unit/test_changelog.py",
-        "tests/unit/test_filters.py",
-        "tests/unit/test_new_area.py",
-        "tests/unit/test_role_docs.py",
-        "tests/unit/test_rootfs_backend.py",
-        "tests/unit/test_sim_node_module.py",
-        "tests/unit/test_tune_action.py",
-        "tests/unit/test_verify_module.py",
-    ),
-    "scenarios": (
-        "tests/integration/test_molecule.py",
-        "tests/integration/test_bench.py",
-        "tests/integration/test_real_node.py",
-        "tests/integration/test_real_systemd.py",
-        "tests/integration/test_ssh.py",
-    ),
-}
-_GROUP_OF = {path: group for group, paths in GROUPS.items() for path in paths}
-# What a test file's code names when it works on simulated node trees: the lab's builder, the session's trees, the
-# simulated kernel, the tree helpers. The captures of real servers are trees too.
+#   scenarios  whole sequences: Molecule scenarios, the benchmark's smoke run
+#   real       the real lanes: this machine's kernel, systemd as PID 1 in a container, real SSH
+#              (opt-in: NODETUNE_REAL_LANES=1; skipped, saying why, anywhere else)
+GROUPS = ("core", "node", "ansible", "scenarios", "real")
+# What a core test file must not name: the lab's node builder, the session's trees, the simulated kernel, the tree
+# helpers, the real captures (tests/core/test_test_layout.py holds every file to its folder).
 NODE_MARKS = ("simnode.", "shared_tree", "fresh_tree", "simulated_kernel", "tests.support.trees", "realdata.",
               "real_capture")
-_node_files: dict[str, bool] = {}
 
 
-def _file_group(path) -> str:
-    """A file's group where GROUPS does not name it: node or core, by what its code names."""
-    key = str(path)
-    if key not in _node_files:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            text = ""
-        _node_files[key] = any(mark in text for mark in NODE_MARKS)
-    return "node" if _node_files[key] else "core"
+def group_of(rel: str) -> str | None:
+    """The group of a test file by its path under the repository (``tests/<group>/test_x.py``), else None."""
+    parts = rel.split("/")
+    return parts[1] if len(parts) == 3 and parts[0] == "tests" and parts[1] in GROUPS else None
 
 
 def _reads_real_captures(item) -> bool:
@@ -89,10 +47,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if not item.get_closest_marker("real_fixtures") and _reads_real_captures(item):
             item.add_marker("real_fixtures")  # CI runs these once with the captures hidden, as in a user's clone
-        if any(item.get_closest_marker(name) for name in ("core", "node", *GROUPS)):
-            continue  # a test that names its group itself (a scenario every line runs, say)
         rel = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
-        item.add_marker(_GROUP_OF.get(rel) or _file_group(item.path))
+        group = group_of(rel)
+        if group is not None:
+            item.add_marker(group)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's tmpdir plugin reads --basetemp

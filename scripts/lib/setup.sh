@@ -20,13 +20,13 @@ NODETUNE_SUPPORTED_PYTHONS=(3.13 3.12 3.11)
 # Debian packages everyone needs: hwloc's lstopo is the independent topology oracle (tests and `nodetune`).
 NODETUNE_DEB_PACKAGES=(hwloc)
 # Debian packages only the test suite needs (scripts/test.sh): chromium for a headless browser test, numactl for the
-# memory policies nodetune-bind sets, read back from the real kernel (tests/unit/test_rocm_bind.py).
+# memory policies nodetune-bind sets, read back from the real kernel (tests/node/test_rocm_bind.py).
 NODETUNE_TEST_DEB_PACKAGES=(chromium numactl)
 # ...and, only where the real lanes are asked for (NODETUNE_REAL_LANES=1: CI's first line, a throw-away VM), what
-# they run: sshd on 127.0.0.1 with a sudo user (tests/integration/test_ssh.py), and systemd-nspawn, which boots a
-# throw-away container of this machine's /usr with systemd as PID 1 (tests/integration/test_real_systemd.py). Never
+# they run: sshd on 127.0.0.1 with a sudo user (tests/real/test_ssh.py), and systemd-nspawn, which boots a
+# throw-away container of this machine's /usr with systemd as PID 1 (tests/real/test_real_systemd.py). Never
 # on a workstation by default: installing openssh-server starts a system sshd where nothing stops it (slurmd, whose
-# `slurmd -G` parses the gres.conf nodetune writes (tests/unit/test_slurm.py), likewise enables its service).
+# `slurmd -G` parses the gres.conf nodetune writes (tests/node/test_slurm.py), likewise enables its service).
 NODETUNE_LANE_DEB_PACKAGES=(openssh-server sudo systemd-container slurmd)
 
 _nt_t0=$SECONDS

@@ -384,7 +384,7 @@ def _print_finding_table(console: Any, title: str, rows: list[tuple[str, str, in
     console.print(table)
 
 
-# verify's usual remedy (module_utils/audit/verify.py, REMEDY; tests/integration/test_cli.py holds the two together)
+# verify's usual remedy (module_utils/audit/verify.py, REMEDY; tests/ansible/test_cli.py holds the two together)
 _APPLY_REMEDY = re.compile(r"run the nodetune apply \(site\.yml or playbooks/apply\.yml, --tags ([\w,]+)\) "
                            r"to restore it")
 

@@ -1,4 +1,4 @@
-"""A throw-away OpenSSH server on 127.0.0.1 for the SSH lane (tests/integration/test_ssh.py, bench --connection ssh).
+"""A throw-away OpenSSH server on 127.0.0.1 for the SSH lane (tests/real/test_ssh.py, bench --connection ssh).
 
 As root: a non-root user with passwordless sudo (its home in a temporary folder, a sudoers.d drop-in), a host key
 and a client key made with ssh-keygen, an sshd_config of its own (a free port on 127.0.0.1 only, public keys only)

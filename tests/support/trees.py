@@ -11,7 +11,7 @@ from pathlib import Path
 
 # The kernel's choice, not a value nodetune writes or restores: a reverted IRQ stays on the CPU it was pinned to
 # while the restored mask holds it (arch/x86/kernel/apic/vector.c, assign_vector_locked(); modelled by the lab's
-# simkernel, tests/unit/test_simkernel.py). Restoring smp_affinity is what revert promises.
+# simkernel, tests/node/test_simkernel.py). Restoring smp_affinity is what revert promises.
 KERNEL_CHOSEN = ("/effective_affinity", "/effective_affinity_list")
 
 

@@ -85,7 +85,7 @@ def encode_json(value: Any) -> str:
     of a discovery that lstopo does in a few times that (docs/benchmarks.md). ``json.dumps`` encodes with
     ``_json.make_encoder`` (CPython's C accelerator, called with exactly these arguments by
     ``JSONEncoder.iterencode``); where that is missing or takes other arguments, ``json.dumps`` itself runs.
-    tests/unit/test_discover_cli.py compares the two.
+    tests/node/test_discover_cli.py compares the two.
     """
     try:
         from _json import encode_basestring_ascii, make_encoder

@@ -21,7 +21,7 @@ from typing import Any, List, Optional, Tuple
 
 FALLBACK = "/usr/bin/env python3"
 CANDIDATES = ("/usr/bin/python3", "/usr/libexec/platform-python")
-# The oldest Python the rendered scripts are run on in the tests (tests/unit/test_interpreter.py).
+# The oldest Python the rendered scripts are run on in the tests (tests/node/test_interpreter.py).
 OLDEST = (3, 8)
 # Kernels before 5.1 (RHEL 8's 4.18) read at most 127 bytes of the #! line (BINPRM_BUF_SIZE 128).
 MAX_LINE = 127

@@ -11,7 +11,7 @@ No regular expressions: importing ``re`` (with ``enum`` and ``functools``) and c
 every ``nodetune discover`` start as discovering a small node (docs/benchmarks.md). The matchers below use the str
 methods whose character classes are re's own for str patterns (``isspace`` is ``\\s``), except digits: numbers are ASCII
 digits only (``[0-9]``, re.ASCII's ``\\d``), because ``int()`` and ``\\d`` also take Arabic-Indic or full-width
-digits (``'٣'`` would be CPU 3) and ``int()`` takes underscores (``'4_092'``). tests/unit/test_parse_matchers.py
+digits (``'٣'`` would be CPU 3) and ``int()`` takes underscores (``'4_092'``). tests/core/test_parse_matchers.py
 checks them against the regular expressions they replace.
 """
 

@@ -9,8 +9,8 @@ drift is covered; waivers are therefore refused unless their id is one of these.
 per-area list.
 The read-only checks' ids are data too: the choices of ``nodetune_bios_checks`` and ``nodetune_health_checks`` there,
 and node_check.INVENTORY_KEYS. This module imports no check (waivers.py imports it to refuse a waiver);
-tests/unit/test_import_graph.py holds those ids equal to the checks' own.
-tests/unit/test_safety_catalogue.py checks the ids against those the code really builds; tests/unit/test_new_area.py
+tests/core/test_import_graph.py holds those ids equal to the checks' own.
+tests/node/test_safety_catalogue.py checks the ids against those the code really builds; tests/ansible/test_new_area.py
 pins every published id.
 """
 

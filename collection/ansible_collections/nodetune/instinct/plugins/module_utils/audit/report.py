@@ -139,7 +139,7 @@ def fleet_reports(results: Dict[str, Any], suite_name: str = "nodetune verify", 
 
 # ------------------------------------------------------------------------------------------------ JUnit
 #: the attributes each element may carry in the Jenkins JUnit schema (xunit-plugin junit-10.xsd), which GitLab
-#: reads too; tests/unit/test_report.py checks the output against it
+#: reads too; tests/core/test_report.py checks the output against it
 JUNIT_ATTRIBUTES = {
     "testsuites": ("name", "time", "tests", "failures", "disabled", "errors"),
     "testsuite": ("name", "tests", "failures", "errors", "time", "disabled", "skipped", "timestamp", "hostname",

@@ -91,7 +91,7 @@ def resolved(root: Root, rel: str) -> Optional[str]:
 
 
 # ----------------------------------------------------------------------------------- names (no regular expressions:
-# see parse.py; tests/unit/test_parse_matchers.py checks each against the pattern in its docstring)
+# see parse.py; tests/core/test_parse_matchers.py checks each against the pattern in its docstring)
 def is_bdf_at(text: str, start: int) -> bool:
     """A PCI address (``[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]``) at ``text[start:]``."""
     chunk = text[start:start + _BDF_LENGTH]

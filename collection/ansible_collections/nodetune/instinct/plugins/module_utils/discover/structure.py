@@ -13,8 +13,8 @@ result it hands to a :class:`StructureStore` with the *evidence* it read it unde
 every value afresh on every run. A later run reads the evidence again (a few cheap files: the online CPUs, the PCI
 bus's entries and bindings, /proc/interrupts less its count columns, read a piece at a time) and takes the structure
 from the store where the evidence is the same, so the Topology is the same whether the store had it or not;
-tests/unit/test_topology_cache.py compares the two on the lab's full-size nodes and after each change that must
-invalidate. The modules' discovery (``values=False``, tests/unit/test_topology_values.py) reads no governor, EPP,
+tests/node/test_topology_cache.py compares the two on the lab's full-size nodes and after each change that must
+invalidate. The modules' discovery (``values=False``, tests/node/test_topology_values.py) reads no governor, EPP,
 idle ``disable`` or IRQ affinity at all: the Settings read the ones they set. The idle states are kept for it alone:
 a discovery with values lists each CPU's state directories to read their ``disable`` files anyway, and the listing
 is the structure.

@@ -7,7 +7,7 @@ A program is a module of this package that imports the rules it shares with veri
 rendered file is the program's docstring, then those two modules and the program itself, whole, less their own
 docstrings, ``from __future__`` lines and imports of nodetune's modules. So the node runs the very functions verify
 runs, and needs nothing but the Python standard library. A line scan, not ``ast``: every tune call renders both
-programs, and tests/unit/test_node_programs.py holds the scan to what ``ast`` finds in each module.
+programs, and tests/core/test_node_programs.py holds the scan to what ``ast`` finds in each module.
 """
 
 from __future__ import annotations

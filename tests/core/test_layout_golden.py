@@ -24,7 +24,7 @@ from tests.support import cache
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "inventories" / "lab" / "specs"
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "support" / "golden"
 NODES = ("mi250", "mi300x")
 
 

@@ -7,8 +7,8 @@ import copy
 import pytest
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
 
-from tests.unit import topogen
-from tests.unit.topogen import GpuSpec, NicSpec, NvmeSpec, Spec
+from tests.support import topogen
+from tests.support.topogen import GpuSpec, NicSpec, NvmeSpec, Spec
 
 
 def ranks_by_gpu(layout: dict) -> dict[str, list[dict]]:

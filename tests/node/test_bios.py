@@ -13,7 +13,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.audit import bio
 from ansible_collections.nodetune.instinct.plugins.module_utils.discover.topology import discover
 
 from tests import realdata
-from tests.unit.hwtree import Tree
+from tests.support.hwtree import Tree
 
 MI300X = "0x74a1"
 MI250 = "0x740c"

@@ -25,8 +25,8 @@ import yaml
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from nodetune import api
-from tests.integration.fullsize import lab_tuning, scratch_dir
 from tests.support import sshd
+from tests.support.fullsize import lab_tuning, scratch_dir
 from tests.support.playbooks import ok, playbook, recap
 from tests.support.specs import small_mi250_spec as small_spec
 from tests.support.trees import reverted_differences, tree_digest

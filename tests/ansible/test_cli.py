@@ -22,7 +22,7 @@ from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 from nodetune.api import TaskEvent
 from nodetune.cli import main
-from tests.integration import fullsize
+from tests.support import fullsize
 from tests.support.specs import small_mi250_spec as small_spec
 from tests.support.trees import scratch_dir, tree_digest
 

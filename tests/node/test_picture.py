@@ -176,7 +176,7 @@ def test_rank_cores_keep_their_colour_and_carry_an_irq_marker(node: tuple[Path, 
 @pytest.fixture(scope="module")
 def lab_nodes() -> Iterator[list[tuple[str, dict[str, Any], dict[str, Any]]]]:
     """The two full-size lab nodes (inventories/lab/specs), planned with the lab's SMT opt-in."""
-    from tests.integration import fullsize
+    from tests.support import fullsize
 
     scratch = fullsize.scratch_dir("nodetune-picture-nodes-")
     try:
@@ -391,7 +391,7 @@ def test_fleet_page_aggregates_instead_of_drawing_every_node(node: tuple[Path, d
 def test_picture_of_the_untuned_full_lab_shows_it_drifted(tmp_path: Path) -> None:
     """The documented lab, both full-size nodes freshly built: the fleet page says 2 drifted (it used to draw
     "2 clean": the audits were larger than ansible-runner's event limit and read as empty)."""
-    from tests.integration import fullsize
+    from tests.support import fullsize
 
     scratch = fullsize.scratch_dir("nodetune-picture-lab-")
     try:

@@ -3,7 +3,7 @@
 The node is written by hand (only the files the builders look at) with its Topology and Layout stated next to it,
 so each case says the truth it relies on (an amd-pstate node in active mode, an NVMe with 1023 tags, ib0 in
 datagram mode...) instead of re-computing the builders' logic. The same catalogue runs through
-ansible-playbook in tests/integration/test_playbooks.py where a case is reachable through role variables; the
+ansible-playbook in tests/ansible/test_playbooks.py where a case is reachable through role variables; the
 layout-level cases (CPU0, a CPU that takes a pinned IRQ) can only come from a planner bug, so they are tested
 here only.
 """
@@ -116,7 +116,7 @@ AREA_ROLES = set(declaration.AREAS)  # areas/declarations.py is the only list of
 def areas_from_roles(overrides: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """What the tune action sends for every enabled area: its declared variables over their defaults. An override
     the area does not declare goes to the area of its nearest declared name, as a module caller might send it (the
-    tune action refuses it before: tests/unit/test_tune_action.py; the builders refuse it too)."""
+    tune action refuses it before: tests/ansible/test_tune_action.py; the builders refuse it too)."""
     known = declaration.known_variables()
     out = {}
     for role in AREA_ROLES:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from nodetune import cli, layout_tables
-from tests.unit import topogen
+from tests.support import topogen
 
 STABLE_KEYS = {"smt_offline", "smt_control", "housekeeping", "ranks", "irq_affinity", "managed_irqs", "irqbalance"}
 

@@ -20,7 +20,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COLLECTION = REPO / "collection" / "ansible_collections" / "nodetune" / "instinct"
 SCRIPTS = ("scripts/bootstrap.sh", "scripts/test.sh", "scripts/lib/setup.sh", ".ci/run")
 

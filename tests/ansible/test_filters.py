@@ -15,7 +15,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout impo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit import topogen
+from tests.support import topogen
 
 REPO = Path(__file__).resolve().parents[2]
 FILTER_DIR = REPO / "collection" / "ansible_collections" / "nodetune" / "instinct" / "plugins" / "filter"

@@ -1,4 +1,4 @@
-"""Properties of the layout planner over generated topologies (tests/unit/topogen.py).
+"""Properties of the layout planner over generated topologies (tests/support/topogen.py).
 
 Each property is checked against the generator's own truth (``_truth``: the real cores, the node of each
 device), not against a re-computation of the planner's logic.
@@ -15,7 +15,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout impo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit import topogen
+from tests.support import topogen
 
 # NODETUNE_HYPOTHESIS_EXAMPLES=2000 for a deeper run than the default suite's.
 SETTINGS = settings(max_examples=int(os.environ.get("NODETUNE_HYPOTHESIS_EXAMPLES", "60")), deadline=None,

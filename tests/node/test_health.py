@@ -12,7 +12,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Ro
 from ansible_collections.nodetune.lab.plugins.module_utils import simmetrics, simnode
 
 from tests import realdata
-from tests.unit.hwtree import Tree
+from tests.support.hwtree import Tree
 
 ACTIVE = ("4: ACTIVE", "5: LinkUp", "200 Gb/sec (4X HDR)")
 

@@ -12,7 +12,7 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout impo
     validate_policy,
 )
 
-from tests.unit import topogen
+from tests.support import topogen
 
 
 def small_node(**changes) -> dict:

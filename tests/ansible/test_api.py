@@ -19,7 +19,7 @@ import yaml
 from ansible_collections.nodetune.lab.plugins.module_utils import simnode
 
 import nodetune
-from tests.integration import fullsize
+from tests.support import fullsize
 from tests.support.specs import small_mi250_spec as small_spec
 from tests.support.trees import reverted_differences, scratch_dir, tree_digest
 

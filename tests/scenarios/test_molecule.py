@@ -8,8 +8,8 @@ testsuite property in the JUnit XML; printed with -s).
 Molecule counts a step whose playbook is missing as "missing", not as a failure, so the test also requires every
 step of the scenario's recap to have succeeded: a scenario whose verify playbook went missing cannot pass here.
 
-    pytest tests/integration/test_molecule.py               # every scenario (minutes)
-    pytest tests/integration/test_molecule.py -k drift      # one
+    pytest tests/scenarios/test_molecule.py               # every scenario (minutes)
+    pytest tests/scenarios/test_molecule.py -k drift      # one
     pytest -m "not slow"                                    # the suite without them
 """
 
@@ -70,7 +70,7 @@ def test_molecule_scenarios_exist() -> None:
 
 def test_the_default_scenario_reboots_the_converged_nodes() -> None:
     """The reboot is folded into default (issue 29): after its verify, the nodes reboot, verify clean again, and a
-    converge changes nothing. bad_input runs as module calls in tests/integration/test_bad_input.py."""
+    converge changes nothing. bad_input runs as module calls in tests/ansible/test_bad_input.py."""
     config = yaml.safe_load((REPO / "molecule" / "default" / "molecule.yml").read_text())
     sequence = config["scenario"]["test_sequence"]
     assert sequence[sequence.index("converge"):] == ["converge", "idempotence", "verify", "side_effect", "verify",

@@ -31,7 +31,7 @@ def test_the_modules_discovery_leaves_only_the_irq_counts_out(tmp_path: Path) ->
     assert without_counts(lean) == without_counts(full)
     state = node.load(root, AREAS, {})
     assert state.topology["irqs"] and all(irq["counts_total"] is None for irq in state.topology["irqs"])
-    # (node.load discovers without current values as well: tests/unit/test_topology_values.py)
+    # (node.load discovers without current values as well: tests/node/test_topology_values.py)
     assert without_counts(state.topology)["irqs"] == [
         dict(irq, smp_affinity_list=mine["smp_affinity_list"], effective_affinity_list=mine["effective_affinity_list"])
         for irq, mine in zip(without_counts(full)["irqs"], state.topology["irqs"], strict=True)]

@@ -19,8 +19,8 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.areas.tuning imp
 from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout import plan
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 
-from tests.unit import topogen
-from tests.unit.topogen import GpuSpec, NicSpec, Spec
+from tests.support import topogen
+from tests.support.topogen import GpuSpec, NicSpec, Spec
 
 NIC_NAMES = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")
 DEFAULTS = {name: areas.defaults("rocm_env")[name] for name in areas.area_variables("rocm_env")}

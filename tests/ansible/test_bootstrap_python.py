@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SETUP = REPO / "scripts" / "lib" / "setup.sh"
 # The only outside commands the selection may use; everything else (real pythons included) stays off PATH.
 TOOLS = ("dirname", "sort", "cat", "mkdir", "ln", "rm", "readlink", "grep", "chmod")

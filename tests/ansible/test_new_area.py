@@ -36,7 +36,7 @@ COLLECTION = "collection/ansible_collections/nodetune"
 THP = "sys/kernel/mm/transparent_hugepage/enabled"
 
 AREA_MODULE = '''# -*- coding: utf-8 -*-
-"""The throw-away area of tests/unit/test_new_area.py: transparent hugepages' mode."""
+"""The throw-away area of tests/ansible/test_new_area.py: transparent hugepages' mode."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ DECLARATION = {
     'check_ids': ['scratch_thp.enabled'],
     'galaxy_tags': ['memory'],
     'severity': 'low',
-    'short_description': 'Transparent hugepages mode (the throw-away area of tests/unit/test_new_area.py)',
+    'short_description': 'Transparent hugepages mode (the throw-away area of tests/ansible/test_new_area.py)',
     'description': ['Writes the mode to C(/sys/kernel/mm/transparent_hugepage/enabled).'],
     'variables': {
         'nodetune_scratch_thp_enabled': {

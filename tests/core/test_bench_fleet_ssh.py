@@ -1,5 +1,5 @@
 """bench/fleet_ssh.py's arithmetic: ratios to ping taken within each round, the CPU ratio split between the nodes and
-the controller, and the ratio lines with issue 28's targets (the runs themselves: tests/integration/test_bench_ssh.py).
+the controller, and the ratio lines with issue 28's targets (the runs themselves: tests/core/test_bench_ssh.py).
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ from ansible_collections.nodetune.instinct.plugins.module_utils.plan.layout impo
 from ansible_collections.nodetune.instinct.plugins.module_utils.rootfs import Root
 from ansible_collections.nodetune.lab.plugins.module_utils import simkernel, simnode
 
+from tests.support import topogen
 from tests.support.specs import small_spec
-from tests.unit import topogen
-from tests.unit.topogen import NicSpec, Spec
+from tests.support.topogen import NicSpec, Spec
 
 pytestmark = pytest.mark.usefixtures("simulated_kernel")  # applies to simulated nodes in-process
 
