@@ -156,13 +156,16 @@ def test_readme_supported_line_names_the_tested_lines():
         assert f"{version}" in supported, (version, supported)
 
 
-def test_every_file_named_in_the_test_groups_exists():
-    """tests/conftest.py's GROUPS names test files by path: a renamed file would silently fall back to "core" and
-    leave CI's second line."""
+def test_every_test_group_is_a_folder_that_holds_tests():
+    """tests/conftest.py's GROUPS are the folders under tests/ (the folder is the group): each is there, with tests,
+    and pyproject.toml registers each as a marker (``--strict-markers``)."""
     from tests.conftest import GROUPS
 
-    missing = [path for paths in GROUPS.values() for path in paths if not (REPO / path).is_file()]
+    missing = [group for group in GROUPS if not list((REPO / "tests" / group).glob("test_*.py"))]
     assert missing == [], missing
+    markers = [line.split(":", 1)[0].strip(' "') for line in tomllib.loads(
+        (REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]]
+    assert set(GROUPS) <= set(markers), markers
 
 
 def test_the_declared_license_ships_and_roles_claim_the_supported_ansible():
